@@ -358,39 +358,51 @@ export function editFileTool(a: { dir: string; path: string; oldText?: string; n
     assertText(readInCapture(dir, shown, TEXT_MAX)!, shown, "edit_file edits"); // never replace a binary file wholesale either
   }
   // every write, a rewrite included: a file rewritten larger grows src/ as a new one does (a trial grew it 4 MiB a file)
-  assertSourcesRoom(dir, Buffer.byteLength(text), stats ? stats.size : undefined);
+  assertSourcesRoom(dir, Buffer.byteLength(text), stats ? stats.size : undefined, missingFolders(dir, shown));
   writeInCapture(dir, shown, text); // a temporary file renamed over the name: nothing written through a link
   return result(jsonDocument("edit", { dir, path: shown, bytes: Buffer.byteLength(text) }));
 }
 
-/** What an agent's writes may bring src/ to: files and bytes in all (a build copies src/ whole, every eval candidate too). */
+/** What an agent's writes may bring src/ to: files and folders, and bytes in all (a build copies src/ whole, every eval candidate too). */
 const SRC_MAX_FILES = 2000;
+
+/** How many folders writing `rel` (a path under src/) would make: the parts of its folder that do not exist yet. */
+function missingFolders(dir: string, rel: string): number {
+  const parts = rel.split("/").slice(0, -1);
+  let n = 0;
+  for (let i = parts.length; i > 0; i--) {
+    if (existsSync(join(dir, ...parts.slice(0, i)))) break;
+    n++;
+  }
+  return n;
+}
 const SRC_MAX_BYTES = 64 << 20;
 
 /**
- * Refuse a write of `bytes` that would take DIR/src/ past SRC_MAX_FILES files or SRC_MAX_BYTES
+ * Refuse a write of `bytes` that would take DIR/src/ past SRC_MAX_FILES files and folders or SRC_MAX_BYTES
  * (a trial's agent grew src/ without bound, 4 MiB a call, and every later build copied it whole;
  * another grew it by rewriting files it had made small). A new file (`oldBytes` undefined) counts
  * one file more and its bytes; a rewrite counts its size change (bytes - oldBytes), and one that
  * does not grow src/ is never refused, so a project's src/ already past the bound can still be
- * edited. Counts regular files without following links.
+ * edited. Counts every entry (no link followed) and the bytes of regular files.
  * @param oldBytes the size of the file the write replaces, undefined for a new file
+ * @param newFolders the folders a new file's path makes (missingFolders)
  * @throws KerncapError E_USAGE
  */
-function assertSourcesRoom(dir: string, bytes: number, oldBytes?: number): void {
+function assertSourcesRoom(dir: string, bytes: number, oldBytes?: number, newFolders = 0): void {
   const isNew = oldBytes === undefined;
   const delta = bytes - (oldBytes ?? 0);
   if (!isNew && delta <= 0) return;
-  let files = isNew ? 1 : 0;
+  // entries, folders too: a trial made 18 001 folders with 600 writes of 3 bytes (each path 30 folders deep)
+  let entries = isNew ? 1 + newFolders : 0;
   let total = delta;
   for (const { st } of treeEntries(dir, "src")) {
-    if (!st.isFile()) continue;
-    files++;
-    total += st.size;
-    if ((isNew && files > SRC_MAX_FILES) || total > SRC_MAX_BYTES)
+    entries++;
+    if (st.isFile()) total += st.size;
+    if ((isNew && entries > SRC_MAX_FILES) || total > SRC_MAX_BYTES)
       throw new KerncapError(
         "E_USAGE",
-        `${isNew ? "a new file" : `this rewrite (${delta} bytes more)`} would take src/ past ${SRC_MAX_FILES} files or ${SRC_MAX_BYTES >> 20} MiB, what edit_file lets an agent bring it to`,
+        `${isNew ? "a new file" : `this rewrite (${delta} bytes more)`} would take src/ past ${SRC_MAX_FILES} files and folders or ${SRC_MAX_BYTES >> 20} MiB, what edit_file lets an agent bring it to`,
         { hint: "Edit the existing sources, or ask the user to remove files of src/ that are not needed." },
       );
   }

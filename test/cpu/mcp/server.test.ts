@@ -434,9 +434,26 @@ describe("kerncap mcp", () => {
     for (let i = 0; i < 16; i++) {
       const r = await c.callTool({ name: "edit_file", arguments: { dir, path: `src/fill${i}.h`, content: "x".repeat(4 << 20) } });
       if (i < 15) expect(r.isError, String(i)).toBeFalsy();
-      else expect(doc(r).error.message).toContain("past 2000 files or 64 MiB");
+      else expect(doc(r).error.message).toContain("past 2000 files and folders or 64 MiB");
     }
     expect(existsSync(join(dir, "src/fill15.h"))).toBe(false);
+    // the folders a write makes count as entries (trial 25: 600 writes of 3 bytes, 30 folders deep each, made 18 001 folders)
+    const deepOf = (i: number) => `src/d${i}/${Array.from({ length: 29 }, (_, k) => `f${k}`).join("/")}/x.h`;
+    let refused = -1;
+    for (let i = 0; i < 80 && refused < 0; i++) {
+      const r = await c.callTool({ name: "edit_file", arguments: { dir, path: deepOf(i), content: "x" } });
+      if (r.isError) {
+        expect(doc(r).error.message).toContain("past 2000 files and folders or 64 MiB");
+        refused = i;
+      }
+    }
+    expect(refused).toBeGreaterThan(0);
+    expect(existsSync(join(dir, `src/d${refused}`))).toBe(false);
+    let entries = 0;
+    for (const _ of new Bun.Glob("**/*").scanSync({ cwd: join(dir, "src"), onlyFiles: false, dot: true })) entries++;
+    expect(entries).toBeLessThanOrEqual(2000);
+    rmSync(join(dir, "src"), { recursive: true, force: true });
+    mkdirSync(join(dir, "src"));
     expect((await c.callTool({ name: "edit_file", arguments: { dir, path: "src/fill0.h", content: "y" } })).isError).toBeFalsy();
     expect(existsSync(join(dir, "src/big.cu"))).toBe(false);
     // an argument past the command-line limit: the caller's fault, said as such (found by a trial: "check the installation")
@@ -465,13 +482,13 @@ describe("kerncap mcp", () => {
       const r = await c.callTool({ name: "edit_file", arguments: { dir, path: `src/grow${i}.h`, content: big } });
       if (i < 15) expect(r.isError, String(i)).toBeFalsy();
       else {
-        expect(doc(r).error).toMatchObject({ code: "E_USAGE", message: expect.stringContaining("past 2000 files or 64 MiB") });
+        expect(doc(r).error).toMatchObject({ code: "E_USAGE", message: expect.stringContaining("past 2000 files and folders or 64 MiB") });
         expect(readFileSync(join(dir, "src/grow15.h"), "utf8")).toBe("x"); // left as it was
       }
     }
     // oldText/newText that grows the file is a rewrite as well
     const grown = await c.callTool({ name: "edit_file", arguments: { dir, path: "src/grow16.h", oldText: "x", newText: big } });
-    expect(doc(grown).error.message).toContain("past 2000 files or 64 MiB");
+    expect(doc(grown).error.message).toContain("past 2000 files and folders or 64 MiB");
     // at the bound, an edit that keeps or shrinks a file's size is still made
     expect((await c.callTool({ name: "edit_file", arguments: { dir, path: "src/grow0.h", content: "y".repeat(4 << 20) } })).isError).toBeFalsy();
     expect((await c.callTool({ name: "edit_file", arguments: { dir, path: "src/grow1.h", oldText: big, newText: "z" } })).isError).toBeFalsy();
