@@ -140,10 +140,30 @@ async function runInGroup(
 /**
  * A confined build's limits (validate --confine, kerncap mcp), and a received capture's: data size
  * (KiB: 8 GiB, or the machine's memory over its CPU count where that is less, so that a build per
- * CPU fits in memory) and wall clock (s).
+ * CPU fits in memory) and wall clock (s); the largest file (CONFINED_FILE_KIB).
  */
 export const CONFINED_DATA_KIB = Math.min(8 << 20, Math.max(1 << 20, Math.floor(totalmem() / 1024 / availableParallelism())));
 export const CONFINED_SECONDS = 600;
+/**
+ * The largest file a confined build (or a received capture's) may write (KiB: 1 GiB, ulimit -f):
+ * a source of a few KB can make the preprocessor write gigabytes (a macro that expands to itself
+ * twice, 3 GiB in 20 s in a trial: past the disk within the time limit). A preprocessed TU is tens
+ * of MB, a module rarely past a few hundred.
+ */
+export const CONFINED_FILE_KIB = 1 << 20;
+
+/** A limited build that wrote a file past CONFINED_FILE_KIB: E_CONFINED. */
+function pastFileLimit(confined: boolean): KerncapError {
+  return new KerncapError(
+    "E_CONFINED",
+    `build.sh wrote a file past ${CONFINED_FILE_KIB >> 20} GiB, the limit of a ${confined ? "confined build" : "received capture's build"}: stopped`,
+    {
+      hint: confined
+        ? "An edit whose macros or initializers expand without end (the preprocessor's output, or a module, grows past 1 GiB); validate on the command line to build without the limit."
+        : "The sender's source expands to more than 1 GiB (its macros or a huge initializer); read src/ before building it, or copy the sources into a capture of your own.",
+    },
+  );
+}
 
 /** A limited build (a confined one, or a received capture's) that ran past CONFINED_SECONDS: E_CONFINED. */
 function pastTimeLimit(confined: boolean): KerncapError {
@@ -260,7 +280,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // Linux 4.7) and a wall-clock limit
   const limited = Boolean(o.confine) || runsTrustedCopy(dir);
   const argv = limited
-    ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg]
+    ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} -f ${CONFINED_FILE_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg]
     : ["bash", script, ...outArg];
   // the build's own TMPDIR, kept until its dependency list is judged: build.sh compiles through a folder of links
   // in it when the private copy's path holds a space (TMPDIR's), and the list names the files through them
@@ -293,6 +313,8 @@ function judgeBuildSh(
   staged.collect();
   const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
   if (limited && code === 124) throw pastTimeLimit(Boolean(o.confine));
+  // a compiler step killed by SIGXFSZ at the file-size limit (the shell that ran it says so)
+  if (limited && code !== 0 && /File size limit exceeded/.test(err)) throw pastFileLimit(Boolean(o.confine));
   const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   if (o.confine) {

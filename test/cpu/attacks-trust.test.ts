@@ -19,7 +19,7 @@ import { PACK_INDEX, packCapture, unpackArchive, type PackIndex } from "../../sr
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { markReceived } from "../../src/format/received.ts";
-import { buildReproducer, CONFINED_DATA_KIB } from "../../src/frontends/build.ts";
+import { buildReproducer, CONFINED_DATA_KIB, CONFINED_FILE_KIB } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
 import { makeCapture, tempDir, trustDigest } from "./fixtures.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
@@ -125,14 +125,24 @@ describe("what runs is what was trusted", () => {
 
   test("a received capture's build runs under the confined build's data-size limit (its source may #include /dev/zero); one made here does not", async () => {
     const root = tempDir();
-    const limitOf = `#!/usr/bin/env bash\nset -euo pipefail\nmkdir -p build\nulimit -d >build/limit\n: >build/k.o\necho build/k.o\n`;
+    const limitOf = `#!/usr/bin/env bash\nset -euo pipefail\nmkdir -p build\nulimit -d >build/limit\nulimit -f >build/flimit\n: >build/k.o\necho build/k.o\n`;
     const dir = await received(root, limitOf);
     requireTrustedBuild(dir, readManifest(dir), trustDigest(dir)); // the user read it and trusted its digest
     await buildReproducer(dir, { quiet: true, force: false });
     expect(readFileSync(join(dir, "build/limit"), "utf8").trim()).toBe(String(CONFINED_DATA_KIB));
+    // and the file-size limit (trial 25: a macro bomb made the preprocessor write 3 GiB in 20 s)
+    expect(readFileSync(join(dir, "build/flimit"), "utf8").trim()).toBe(String(CONFINED_FILE_KIB));
     // the capture it was packed from, made here: the user's own build, no limit
     await buildReproducer(join(root, "made"), { quiet: true, force: false });
     expect(readFileSync(join(root, "made/build/limit"), "utf8").trim()).not.toBe(String(CONFINED_DATA_KIB));
+    // a step stopped at the file-size limit (here a lower one, as 1 GiB takes long to write): E_CONFINED saying so, not a compile error
+    const big = await received(
+      join(root, "big"),
+      `#!/usr/bin/env bash\nset -euo pipefail\nmkdir -p build\n(ulimit -f 4; sh -c 'head -c 100000 /dev/zero >build/huge')\necho build/k.o\n`,
+    );
+    requireTrustedBuild(big, readManifest(big), trustDigest(big));
+    const e = await thrown(() => buildReproducer(big, { quiet: true, force: false }));
+    expect(e).toMatchObject({ code: "E_CONFINED", message: expect.stringContaining("wrote a file past 1 GiB") });
   }, 60_000);
 
   test("build.sh rewritten in place while the compiler runs: the appended tail does not run (the build executes a private copy)", async () => {
