@@ -145,22 +145,22 @@ async function runInGroup(
 export const CONFINED_DATA_KIB = Math.min(8 << 20, Math.max(1 << 20, Math.floor(totalmem() / 1024 / availableParallelism())));
 export const CONFINED_SECONDS = 600;
 /**
- * The largest file a confined build (or a received capture's) may write (KiB: 1 GiB, ulimit -f):
+ * The largest file a confined build (or a received capture's) may write (KiB: 512 MiB, ulimit -f):
  * a source of a few KB can make the preprocessor write gigabytes (a macro that expands to itself
- * twice, 3 GiB in 20 s in a trial: past the disk within the time limit). A preprocessed TU is tens
- * of MB, a module rarely past a few hundred.
+ * twice, 3 GiB in 20 s in a trial: past the disk within the time limit). A preprocessed TU is a
+ * few MB (ggml's mul_mat_q: 4.8 MB), a module rarely past a few hundred MB.
  */
-export const CONFINED_FILE_KIB = 1 << 20;
+export const CONFINED_FILE_KIB = 512 << 10;
 
 /** A limited build that wrote a file past CONFINED_FILE_KIB: E_CONFINED. */
 function pastFileLimit(confined: boolean): KerncapError {
   return new KerncapError(
     "E_CONFINED",
-    `build.sh wrote a file past ${CONFINED_FILE_KIB >> 20} GiB, the limit of a ${confined ? "confined build" : "received capture's build"}: stopped`,
+    `build.sh wrote a file past ${CONFINED_FILE_KIB >> 10} MiB, the limit of a ${confined ? "confined build" : "received capture's build"}: stopped`,
     {
       hint: confined
-        ? "An edit whose macros or initializers expand without end (the preprocessor's output, or a module, grows past 1 GiB); validate on the command line to build without the limit."
-        : "The sender's source expands to more than 1 GiB (its macros or a huge initializer); read src/ before building it, or copy the sources into a capture of your own.",
+        ? "An edit whose macros or initializers expand without end (the preprocessor's output, or a module, grows past 512 MiB); validate on the command line to build without the limit."
+        : "The sender's source expands to more than 512 MiB (its macros or a huge initializer); read src/ before building it, or copy the sources into a capture of your own.",
     },
   );
 }
