@@ -1,7 +1,7 @@
 /**
  * `check --report FILE.html` and `--csv FILE.csv`: the check's records as a page to look at and
  * as a table for a spreadsheet (src/util/html-report.ts draws and escapes). The page: the counts;
- * each timed capture's time ratio against the baseline with its ~90% interval (src/check/timing.ts)
+ * each timed capture's time ratio against the baseline with its 99% interval (src/check/timing.ts)
  * as a chart, the slower/faster thresholds dashed; the table of every capture (regressions first,
  * as the terminal's); and each failed capture's first differing region (the runner's reason:
  * region VA, kind, bytes differing, first differing byte) or error.

@@ -131,7 +131,7 @@ export default defineCommand({
     ...toleranceArgs,
     slower: {
       type: "string",
-      description: "A capture is slower when its time ratio's 90% interval lies wholly above 1 + PCT/100",
+      description: "A capture is slower when its time ratio's 99% interval lies wholly above 1 + PCT/100",
       valueHint: "PCT",
       default: "10",
     },
