@@ -38,6 +38,7 @@ import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
 import { notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { trustOwnBuild, trustRecorded } from "../../src/format/trust.ts";
+import { stateDir, stateFolderRisk } from "../../src/format/trust-records.ts";
 import { mergeResults, runCheck, type CheckOptions } from "../../src/check/check.ts";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
@@ -583,6 +584,48 @@ describe("attack: the state folder inside a folder another user can write", () =
       process.env.XDG_STATE_HOME = saved;
     }
   }
+
+  test("the trust records drop folders that are gone or are other folders now (trial 8: 1410 of 1865 records named removed folders); a HOME that does not exist is not made", async () => {
+    const state = tempDir("kerncap-state-");
+    const saved = { xdg: process.env.XDG_STATE_HOME, home: process.env.HOME };
+    process.env.XDG_STATE_HOME = state;
+    try {
+      const caps: { cap: string; m: Awaited<ReturnType<typeof makeCapture>> }[] = [];
+      for (let i = 0; i < 3; i++) {
+        const cap = join(tempDir("kerncap-attack-"), "cap");
+        const m = await makeCapture(cap);
+        writeFileSync(join(cap, "build.sh"), "#!/usr/bin/env bash\nexit 1\n", { mode: 0o755 });
+        trustOwnBuild(cap, m);
+        caps.push({ cap, m });
+      }
+      const file = join(state, "kerncap/trusted-builds.json");
+      const dirs = () => (JSON.parse(readFileSync(file, "utf8")).builds as { dir: string }[]).map((b) => b.dir);
+      expect(dirs()).toHaveLength(3);
+      rmSync(caps[0]!.cap, { recursive: true, force: true }); // gone
+      rmSync(caps[1]!.cap, { recursive: true, force: true });
+      mkdirSync(caps[1]!.cap); // another folder at the path
+      const next = join(tempDir("kerncap-attack-"), "cap");
+      const m = await makeCapture(next);
+      writeFileSync(join(next, "build.sh"), "#!/usr/bin/env bash\nexit 1\n", { mode: 0o755 });
+      trustOwnBuild(next, m);
+      expect(dirs()).toEqual([realpathSync(caps[2]!.cap), realpathSync(next)]);
+      expect(trustRecorded(caps[2]!.cap, caps[2]!.m)).toBe(true);
+      // no XDG_STATE_HOME and a HOME that does not exist: no state folder, nothing made
+      delete process.env.XDG_STATE_HOME;
+      const nohome = join(tempDir("kerncap-attack-"), "nonexistent");
+      process.env.HOME = nohome;
+      expect(stateDir()).toBeUndefined();
+      expect(stateFolderRisk()).toContain(`your home folder ${nohome} does not exist`);
+      expect(existsSync(nohome)).toBe(false);
+    } finally {
+      for (const [k, v] of [
+        ["XDG_STATE_HOME", saved.xdg],
+        ["HOME", saved.home],
+      ] as const)
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+    }
+  }, 60_000);
 
   test("XDG_STATE_HOME in a folder every user can write (not sticky): no trust record is kept there", async () => {
     const open = join(tempDir("kerncap-attack-"), "open");
