@@ -222,6 +222,29 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const fresh = await checkAll(o, tasks, run, stops);
   if (stops.signal) {
     const none = !kept.length && !fresh.length;
+    // the JUnit file still says what was checked, and every capture left as an error (a CI job's timeout must not read as a short green run)
+    if (o.junit) {
+      const mineIds = new Set(mine.map((c) => c.id));
+      const done = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
+      const checked = new Set(done.map((r) => r.id));
+      writeJunit(
+        o.junit,
+        reportOf(done, {
+          results: join(dir, RESULTS_FILE),
+          baseline: run.baselinePath,
+          shard: o.shard ?? null,
+          workers: o.gpus.length,
+          rebuild: o.settings.rebuild,
+          slowerPct: o.slowerPct,
+          seconds: done.reduce((a, r) => a + r.seconds, 0),
+        }),
+        {
+          ids: mine.filter((c) => !checked.has(c.id)).map((c) => c.id),
+          code: "E_INTERRUPTED",
+          why: `not checked: the run was interrupted (${stops.signal}); kerncap check --resume continues`,
+        },
+      );
+    }
     throw new KerncapError(
       "E_INTERRUPTED",
       none
@@ -383,11 +406,12 @@ function reportOf(records: CheckRecord[], o: Omit<CheckReport, "captures" | "sum
   return { ...o, captures: ordered(records), summary: summarize(records), exitCode: exitCodeOf(records) };
 }
 
-export function writeJunit(path: string, r: CheckReport): void {
+export function writeJunit(path: string, r: CheckReport, notChecked?: { ids: string[]; code: string; why: string }): void {
   const properties: Record<string, string> = { rebuild: String(r.rebuild), slowerPct: String(r.slowerPct), workers: String(r.workers) };
   if (r.baseline) properties.baseline = r.baseline;
   if (r.shard) properties.shard = `${r.shard.index}/${r.shard.count}`;
-  writeFileAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties }));
+  if (notChecked) properties.interrupted = String(notChecked.ids.length);
+  writeFileAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties, ...(notChecked ? { notChecked } : {}) }));
 }
 
 /**

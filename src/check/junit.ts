@@ -70,14 +70,28 @@ function measurements(r: CheckRecord): string {
  */
 export function junitXml(
   records: CheckRecord[],
-  o: { name?: string; seconds: number; timestamp?: string; hostname?: string; properties?: Record<string, string> },
+  o: {
+    name?: string;
+    seconds: number;
+    timestamp?: string;
+    hostname?: string;
+    properties?: Record<string, string>;
+    /** Captures the run did not reach (it was interrupted): each an <error> of `code` with `why`, so that a CI reading the file sees the run incomplete. */
+    notChecked?: { ids: string[]; code: string; why: string };
+  },
 ): string {
   const name = o.name ?? "kerncap check";
   const count = (s: CheckRecord["status"][]) => records.filter((r) => s.includes(r.status)).length;
+  const left = o.notChecked?.ids ?? [];
   const failures = count(["mismatch", "slower"]);
-  const errors = count(["error"]);
+  const errors = count(["error"]) + left.length;
   const skipped = count(["skipped"]);
-  const totals = attr("tests", records.length) + attr("failures", failures) + attr("errors", errors) + attr("skipped", skipped) + attr("time", secs(o.seconds));
+  const totals =
+    attr("tests", records.length + left.length) +
+    attr("failures", failures) +
+    attr("errors", errors) +
+    attr("skipped", skipped) +
+    attr("time", secs(o.seconds));
   const timestamp = o.timestamp ?? new Date().toISOString().replace(/\.\d+Z$/, "");
   const hostname = o.hostname ?? machineName();
   const L = [
@@ -91,11 +105,14 @@ export function junitXml(
     for (const [k, v] of props) L.push(`      <property${attr("name", k)}${attr("value", v)}/>`);
     L.push("    </properties>");
   }
+  const testcase = (id: string, seconds: number) => {
+    const cut = id.lastIndexOf("/");
+    const classname = cut < 0 ? "kerncap" : id.slice(0, cut).replaceAll("/", ".");
+    const test = cut < 0 ? id : id.slice(cut + 1);
+    L.push(`    <testcase${attr("classname", classname)}${attr("name", test)}${attr("time", secs(seconds))}>`);
+  };
   for (const r of records) {
-    const cut = r.id.lastIndexOf("/");
-    const classname = cut < 0 ? "kerncap" : r.id.slice(0, cut).replaceAll("/", ".");
-    const test = cut < 0 ? r.id : r.id.slice(cut + 1);
-    L.push(`    <testcase${attr("classname", classname)}${attr("name", test)}${attr("time", secs(r.seconds))}>`);
+    testcase(r.id, r.seconds);
     const why = r.reason ?? r.status;
     if (r.status === "mismatch") L.push(`      <failure${attr("message", `mismatch: ${why}`)}${attr("type", "mismatch")}>${xmlEscape(why)}</failure>`);
     else if (r.status === "slower")
@@ -105,6 +122,10 @@ export function junitXml(
     else if (r.status === "skipped") L.push(`      <skipped${attr("message", why)}/>`);
     L.push(`      <system-out>${xmlEscape(measurements(r))}</system-out>`);
     L.push("    </testcase>");
+  }
+  for (const id of left) {
+    testcase(id, 0);
+    L.push(`      <error${attr("message", o.notChecked!.why)}${attr("type", o.notChecked!.code)}>${xmlEscape(o.notChecked!.why)}</error>`, "    </testcase>");
   }
   L.push("  </testsuite>", "</testsuites>");
   return L.join("\n") + "\n";

@@ -702,6 +702,23 @@ describe("a check with fake workers", () => {
     expect(e).toMatchObject({ code: "E_INTERRUPTED", exitCode: 130 });
     expect(e.message).toContain("interrupted before any of 3 captures was checked: nothing written");
     expect(existsSync(join(cwd, "res"))).toBe(false);
+    // interrupted after the first capture, with --junit: the file holds it and every capture left as an error (trial 8 #11: no file at all)
+    let n = 0;
+    const late = fakeWorkers(async (t) => {
+      if (n++ === 1) process.emit("SIGINT" as never);
+      await Bun.sleep(1);
+      return outcome(t);
+    });
+    const junit = join(cwd, "int.xml");
+    const e2 = await runCheck(options([root], join(cwd, "res2"), late.open, { junit })).catch((x) => x);
+    expect(e2).toMatchObject({ code: "E_INTERRUPTED", exitCode: 130 });
+    const xml = readFileSync(junit, "utf8");
+    const j = junitStructure(xml);
+    expect(j.suites).toMatchObject({ tests: "3" });
+    expect(Number(j.suites.errors)).toBeGreaterThanOrEqual(1);
+    expect(xml).toContain('type="E_INTERRUPTED"');
+    expect(xml).toContain("not checked: the run was interrupted (SIGINT); kerncap check --resume continues");
+    expect(xml).toContain('<property name="interrupted"');
   });
   test("--gpus 0,0,1: three workers, each capture once; --shard: disjoint shards whose merge is the whole corpus", async () => {
     const root = await corpus();
