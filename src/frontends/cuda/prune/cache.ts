@@ -3,7 +3,7 @@
  * DevicePruner, which keeps the tokens and the analysis of every declaration from one call to the
  * next and reads again only what follows the first changed character (the watch loop's saves).
  */
-import { isName, tokenize, type Tokens } from "./tokens.ts";
+import { isName, spentTokens, tokenize, type Tokens } from "./tokens.ts";
 import { type Item, splitItems, words } from "./declarations.ts";
 import { analyse, type DeclInfo } from "./names.ts";
 import { finish, type PruneResult } from "./policy.ts";
@@ -44,7 +44,8 @@ export class DevicePruner {
     let t: Tokens,
       items: Item[],
       info: (DeclInfo | undefined)[] = [];
-    const st = this.state;
+    // a state whose tokens a later prune took over (one set back on the pruner) is no starting point
+    const st = this.state && !spentTokens.has(this.state.t) ? this.state : undefined;
     let k = -1;
     if (st) {
       const L = commonPrefix(st.text, text);
