@@ -6,7 +6,7 @@
 import { isName, spentTokens, tokenize, type Tokens } from "./tokens.ts";
 import { type Item, splitItems, words } from "./declarations.ts";
 import { analyse, type DeclInfo } from "./names.ts";
-import { finish, type PruneResult } from "./policy.ts";
+import { finish, type FinishMemo, type PruneResult } from "./policy.ts";
 
 /** What a pruner keeps between calls: the last text, its tokens, items and declarations' analyses (./persist.ts saves it for the next process). */
 export interface PruneState {
@@ -15,6 +15,10 @@ export interface PruneState {
   items: Item[];
   info: (DeclInfo | undefined)[];
   namespaces: string;
+  /** What finish computed per item, for the next prune (memory only: a state read from a file has none). */
+  memo?: FinishMemo;
+  /** The items that name namespaces (`namespace N {`, `namespace a = b;`), ascending (memory only). */
+  nsItems?: number[];
 }
 
 /** Length of the common prefix of a and b (UTF-16 units). */
@@ -67,13 +71,26 @@ export class DevicePruner {
       items = splitItems(t);
     }
     const namespaces = new Set(["std", "__gnu_cxx", "__cxxabiv1"]);
-    for (const it of items) {
+    const nsItems: number[] = [];
+    const nsOf = (idx: number) => {
+      const it = items[idx]!;
       if (it.kind === "open") {
         for (const w of words(t, it.a, it.b)) if (isName(w)) namespaces.add(w);
+        nsItems.push(idx);
       }
       // a namespace alias (`namespace cg = cooperative_groups;`): `cg::thread_block` names thread_block
-      else if (it.kind === "decl" && t.text[it.a] === "namespace" && t.text[it.a + 2] === "=" && isName(t.text[it.a + 1]!)) namespaces.add(t.text[it.a + 1]!);
+      else if (it.kind === "decl" && t.text[it.a] === "namespace" && t.text[it.a + 2] === "=" && isName(t.text[it.a + 1]!)) {
+        namespaces.add(t.text[it.a + 1]!);
+        nsItems.push(idx);
+      }
+    };
+    // the reused items': those the last prune found among them (the same items, the same tokens)
+    let from = 0;
+    if (st?.nsItems && k >= 0) {
+      for (const idx of st.nsItems) if (idx <= k) nsOf(idx);
+      from = k + 1;
     }
+    for (let idx = from; idx < items.length; idx++) nsOf(idx);
     const nsKey = [...namespaces].sort().join(" ");
     if (st && nsKey !== st.namespaces) info = []; // a namespace appeared or went: every declaration is read again
     this.reused = 0;
@@ -82,8 +99,9 @@ export class DevicePruner {
       if (info[idx]) this.reused++;
       else info[idx] = analyse(t, items[idx]!, namespaces);
     }
-    this.state = { text, t, items, info, namespaces: nsKey };
-    return finish(text, t, items, info, namespaces, t0);
+    const { result, memo } = finish(text, t, items, info, namespaces, t0, st?.memo && k >= 0 ? { memo: st.memo, items: k + 1 } : undefined);
+    this.state = { text, t, items, info, namespaces: nsKey, memo, nsItems };
+    return result;
   }
 }
 

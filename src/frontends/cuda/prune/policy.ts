@@ -82,11 +82,43 @@ const nonBlankLines = (s: string) => {
 };
 
 /**
+ * What finish computed per item, kept for the next call on a text with the same first items
+ * (./cache.ts: a warm prune): the include depths and files, and where prunedText's output stood
+ * before each declaration with what it did with it. Memory only (not in the state file).
+ */
+export interface FinishMemo {
+  depthOf: Int32Array;
+  fileOf: string[];
+  sysOf: Uint8Array;
+  /** The first item whose line marker was read (the depths count from there); items.length when none. */
+  firstMarker: number;
+  /** The pruned text. */
+  out: string;
+  /** Per declaration item: what prunedText did (-1 kept as it is, -2 dropped, else the token index of the body made ";"); other items 0. */
+  code: Int32Array;
+  /** Per declaration item: the input offset and the output's length before prunedText reached it. */
+  posAt: Int32Array;
+  lenAt: Int32Array;
+}
+
+/**
  * The pruning of a split, analysed TU (./cache.ts): which declarations are kept (keptDeclarations,
  * then dropDanglingUsings), and the text with the others blanked (prunedText).
+ * @param prev the memo of the last call and how many of its first items this call's items are
+ *   (same tokens, same text up to their end): what those items gave is reused, not computed again
+ * @returns the result, and the memo for the next call
  */
-export function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefined)[], namespaces: Set<string>, t0: number): PruneResult {
-  const where = includeDepths(t, items);
+export function finish(
+  text: string,
+  t: Tokens,
+  items: Item[],
+  info: (DeclInfo | undefined)[],
+  namespaces: Set<string>,
+  t0: number,
+  prev?: { memo: FinishMemo; items: number },
+): { result: PruneResult; memo: FinishMemo } {
+  const reuse = prev ? Math.min(prev.items, items.length, prev.memo.depthOf.length) : 0;
+  const where = includeDepths(t, items, reuse > 0 ? prev!.memo : undefined, reuse);
   const decl: number[] = [];
   items.forEach((it, idx) => {
     if (it.kind === "decl") decl.push(idx);
@@ -96,34 +128,58 @@ export function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo |
   const { gates, ops } = gatesOf(decl, info, classNames, where.isSystem, namespaces);
   const keep = keptDeclarations(decl, info, gates, ops, where);
   dropDanglingUsings(t, items, decl, info, keep);
-  const pruned = prunedText(text, t, items, decl, info, keep);
-  return {
+  const out = prunedText(text, t, items, decl, info, keep, reuse > 0 ? prev!.memo : undefined, reuse);
+  const pruned = out.out;
+  const result: PruneResult = {
     text: pruned,
     decls: decl.length,
     kept: keep.size,
     lines: () => ({ before: nonBlankLines(text), after: nonBlankLines(pruned) }),
     ms: performance.now() - t0,
   };
+  return { result, memo: { ...where, ...out } };
 }
 
-/** Where each item comes from, by the line markers: its include depth (0: the primary file; a #line rename keeps the depth), its file, and whether that is a system header. */
-function includeDepths(t: Tokens, items: Item[]): { depthOf: Int32Array; fileOf: string[]; isSystem: (idx: number) => boolean } {
+/**
+ * Where each item comes from, by the line markers: its include depth (0: the primary file; a
+ * #line rename keeps the depth), its file, and whether that is a system header. With `prev`, the
+ * first `reuse` items' answers are prev's (the same items), and the reading resumes after them.
+ */
+function includeDepths(
+  t: Tokens,
+  items: Item[],
+  prev: FinishMemo | undefined,
+  reuse: number,
+): { depthOf: Int32Array; fileOf: string[]; sysOf: Uint8Array; firstMarker: number; isSystem: (idx: number) => boolean } {
   const depthOf = new Int32Array(items.length);
-  const fileOf: string[] = new Array(items.length);
   const sysOf = new Uint8Array(items.length);
+  let fileOf: string[];
   let depth = 0,
     file = "",
-    sys = 0;
-  let seenFirst = false;
-  items.forEach((it, idx) => {
+    sys = 0,
+    firstMarker = items.length;
+  let from = 0;
+  if (prev && reuse > 0) {
+    depthOf.set(prev.depthOf.subarray(0, reuse));
+    sysOf.set(prev.sysOf.subarray(0, reuse));
+    fileOf = prev.fileOf.slice(0, reuse);
+    fileOf.length = items.length;
+    from = reuse;
+    depth = depthOf[reuse - 1]!;
+    file = fileOf[reuse - 1]!;
+    sys = sysOf[reuse - 1]!;
+    if (prev.firstMarker < reuse) firstMarker = prev.firstMarker;
+  } else fileOf = new Array(items.length);
+  for (let idx = from; idx < items.length; idx++) {
+    const it = items[idx]!;
     if (it.kind === "dir") {
       const m = /^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"((?:\s+\d)*)/.exec(t.text[it.a]!);
       if (m) {
         const flags = m[3]!.trim().split(/\s+/);
         if (flags.includes("1")) depth++;
         else if (flags.includes("2")) depth = Math.max(0, depth - 1);
-        if (!seenFirst) {
-          seenFirst = true;
+        if (firstMarker === items.length) {
+          firstMarker = idx;
           depth = 0;
         }
         file = m[2]!;
@@ -133,10 +189,10 @@ function includeDepths(t: Tokens, items: Item[]): { depthOf: Int32Array; fileOf:
     depthOf[idx] = depth;
     fileOf[idx] = file;
     sysOf[idx] = sys;
-  });
+  }
   // a system header: gcc's line-marker flag 3, or a file under /usr (libstdc++, libc, the CUDA toolkit)
   const isSystem = (idx: number) => sysOf[idx] === 1 || fileOf[idx]!.startsWith("/usr/");
-  return { depthOf, fileOf, isSystem };
+  return { depthOf, fileOf, sysOf, firstMarker, isSystem };
 }
 
 /**
@@ -335,13 +391,61 @@ function dropDanglingUsings(t: Tokens, items: Item[], decl: number[], info: (Dec
   }
 }
 
-/** The text with every declaration not kept blanked (as many newlines as it spanned) and every host-only body made ";" (same line count). */
-function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info: (DeclInfo | undefined)[], keep: Set<number>): string {
+/**
+ * The text with every declaration not kept blanked (as many newlines as it spanned) and every
+ * host-only body made ";" (same line count). With `prev` (the last call's memo, whose first
+ * `reuse` items are these), the output up to the first declaration among them that is not
+ * treated as last time is prev's, and the text is made from there on.
+ */
+function prunedText(
+  text: string,
+  t: Tokens,
+  items: Item[],
+  decl: number[],
+  info: (DeclInfo | undefined)[],
+  keep: Set<number>,
+  prev: FinishMemo | undefined,
+  reuse: number,
+): { out: string; code: Int32Array; posAt: Int32Array; lenAt: Int32Array } {
   const stub = { get: (idx: number) => info[idx]!.stub };
+  const code = new Int32Array(items.length);
+  for (const idx of decl) {
+    const st = stub.get(idx);
+    code[idx] = !keep.has(idx) || st === "drop" ? -2 : typeof st === "number" ? st : -1;
+  }
+  const posAt = new Int32Array(items.length),
+    lenAt = new Int32Array(items.length);
   // output: a dropped declaration becomes as many newlines as it spanned, a host-only body ";" and
   // newlines; directive lines inside either (line markers) stay
   const out: string[] = [];
-  let pos = 0;
+  let pos = 0,
+    len = 0; // the output's length so far
+  let d0 = 0; // the first declaration (its index in decl) made again
+  if (prev && reuse > 0) {
+    while (d0 < decl.length && decl[d0]! < reuse && code[decl[d0]!] === prev.code[decl[d0]!]) d0++;
+    if (d0 > 0) {
+      // the output before decl[d0] is prev's: what its declarations gave is the same, and so is
+      // the text up to the end of the reused items (posAt of a reused declaration is at most that)
+      const at = d0 < decl.length && decl[d0]! < reuse ? decl[d0]! : -1;
+      if (at >= 0) {
+        pos = prev.posAt[at]!;
+        len = prev.lenAt[at]!;
+      } else {
+        // every declaration of the reused items as last time: resume after the last of them
+        const last = decl[d0 - 1]!;
+        pos = prev.posAt[last]!;
+        len = prev.lenAt[last]!;
+        d0--; // made again from its own start (its memo says where that is)
+      }
+      posAt.set(prev.posAt.subarray(0, reuse));
+      lenAt.set(prev.lenAt.subarray(0, reuse));
+      out.push(prev.out.slice(0, len));
+    }
+  }
+  const push = (s: string) => {
+    out.push(s);
+    len += s.length;
+  };
   // the newlines of text[a, b), as a string of newlines (no copy of the span is made)
   const NL = Array.from({ length: 64 }, (_, n) => "\n".repeat(n));
   const blank = (a: number, b: number) => {
@@ -353,10 +457,13 @@ function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info
   // `#pragma nv_exec_check_disable`) goes with that declaration: left before whatever follows,
   // cicc stops with "this pragma must immediately precede a declaration"
   const attached = (i: number) => /^#\s*pragma\s+(?:nv_exec_check_disable|hd_warning_disable|nv_abi)\b/.test(t.text[i]!);
-  for (const idx of decl) {
+  for (let di = d0; di < decl.length; di++) {
+    const idx = decl[di]!;
+    posAt[idx] = pos;
+    lenAt[idx] = len;
     const it = items[idx]!;
     const st = stub.get(idx);
-    const drop = !keep.has(idx) || st === "drop";
+    const drop = code[idx] === -2;
     if (!drop && typeof st !== "number") continue;
     let from = drop ? it.a : (st as number);
     while (from < it.b && t.kind[from] === K.Dir) from++;
@@ -370,28 +477,29 @@ function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info
       }
       for (const ti of before.reverse()) {
         if (t.start[ti]! < pos) continue;
-        out.push(text.slice(pos, t.start[ti]!));
+        push(text.slice(pos, t.start[ti]!));
         pos = t.end[ti]!;
       }
     }
-    out.push(text.slice(pos, t.start[from]!));
-    if (!drop) out.push(";");
+    push(text.slice(pos, t.start[from]!));
+    if (!drop) push(";");
     pos = t.start[from]!;
     for (let i = from; i < it.b; i++) {
       if (t.kind[i] !== K.Dir) continue;
       // line markers stay; a pragma inside what is taken out goes with it (`#pragma unroll` of a
       // dropped body would be left at namespace scope: "expected a declaration")
-      out.push(blank(pos, t.start[i]!), /^#\s*\d/.test(t.text[i]!) ? t.text[i]! : "");
+      push(blank(pos, t.start[i]!));
+      if (/^#\s*\d/.test(t.text[i]!)) push(t.text[i]!);
       pos = t.end[i]!;
     }
     const e = t.end[it.b - 1]!;
     if (e > pos) {
-      out.push(blank(pos, e));
+      push(blank(pos, e));
       pos = e;
     }
   }
   out.push(text.slice(pos));
-  return out.join("");
+  return { out: out.join(""), code, posAt, lenAt };
 }
 
 /**
