@@ -92,14 +92,15 @@ export class DevicePruner {
     }
     for (let idx = from; idx < items.length; idx++) nsOf(idx);
     const nsKey = [...namespaces].sort().join(" ");
-    if (st && nsKey !== st.namespaces) info = []; // a namespace appeared or went: every declaration is read again
+    const sameInfo = !(st && nsKey !== st.namespaces);
+    if (!sameInfo) info = []; // a namespace appeared or went: every declaration is read again
     this.reused = 0;
     for (let idx = 0; idx < items.length; idx++) {
       if (items[idx]!.kind !== "decl") continue;
       if (info[idx]) this.reused++;
       else info[idx] = analyse(t, items[idx]!, namespaces);
     }
-    const { result, memo } = finish(text, t, items, info, namespaces, t0, st?.memo && k >= 0 ? { memo: st.memo, items: k + 1 } : undefined);
+    const { result, memo } = finish(text, t, items, info, namespaces, t0, st?.memo && k >= 0 ? { memo: st.memo, items: k + 1, sameInfo } : undefined);
     this.state = { text, t, items, info, namespaces: nsKey, memo, nsItems };
     return result;
   }

@@ -99,6 +99,12 @@ export interface FinishMemo {
   /** Per declaration item: the input offset and the output's length before prunedText reached it. */
   posAt: Int32Array;
   lenAt: Int32Array;
+  /** The declarations' analyses these were made from (the state's). */
+  info: (DeclInfo | undefined)[];
+  /** Each name's declarations (item indices, ascending): taken over and updated by the next call. */
+  byName: Map<string, number[]>;
+  /** Per item: 1 when kept whatever else is (keptDeclarations' starting set), else 0. */
+  seed: Uint8Array;
 }
 
 /**
@@ -115,7 +121,7 @@ export function finish(
   info: (DeclInfo | undefined)[],
   namespaces: Set<string>,
   t0: number,
-  prev?: { memo: FinishMemo; items: number },
+  prev?: { memo: FinishMemo; items: number; sameInfo: boolean },
 ): { result: PruneResult; memo: FinishMemo } {
   const reuse = prev ? Math.min(prev.items, items.length, prev.memo.depthOf.length) : 0;
   const where = includeDepths(t, items, reuse > 0 ? prev!.memo : undefined, reuse);
@@ -126,8 +132,12 @@ export function finish(
   const classNames = new Set<string>();
   for (const idx of decl) if (info[idx]!.classlike) for (const d of info[idx]!.defs) classNames.add(d);
   const { gates, ops } = gatesOf(decl, info, classNames, where.isSystem, namespaces);
-  const keep = keptDeclarations(decl, info, gates, ops, where);
-  dropDanglingUsings(t, items, decl, info, keep);
+  // what depends on the analyses only: the reused items' part is the last call's when their analyses are
+  const infoReuse = prev?.sameInfo ? reuse : 0;
+  const byName = declarationsByName(items, decl, info, infoReuse > 0 ? prev!.memo : undefined, infoReuse);
+  const seed = seeds(decl, info, where, items.length, infoReuse > 0 ? prev!.memo : undefined, infoReuse);
+  const keep = keptDeclarations(decl, info, gates, ops, byName, seed);
+  dropDanglingUsings(t, items, decl, info, keep, byName);
   const out = prunedText(text, t, items, decl, info, keep, reuse > 0 ? prev!.memo : undefined, reuse);
   const pruned = out.out;
   const result: PruneResult = {
@@ -137,7 +147,7 @@ export function finish(
     lines: () => ({ before: nonBlankLines(text), after: nonBlankLines(pruned) }),
     ms: performance.now() - t0,
   };
-  return { result, memo: { ...where, ...out } };
+  return { result, memo: { ...where, ...out, info, byName, seed } };
 }
 
 /**
@@ -269,44 +279,51 @@ function allIn(a: Set<string>, b: Set<string>): boolean {
   return true;
 }
 
-/** The declarations kept: those of the primary file, device variables, kernels and what cannot be told apart, then every declaration of a name a kept one needs, and the gated ones whose gate opened. */
-function keptDeclarations(
-  decl: number[],
-  info: (DeclInfo | undefined)[],
-  gates: Map<number, Set<string>>,
-  ops: Map<number, { names: Set<string>; all: boolean }>,
-  { depthOf, fileOf }: { depthOf: Int32Array; fileOf: string[] },
-): Set<number> {
-  const defs = { get: (idx: number) => info[idx]!.defs };
-  const refs = { get: (idx: number) => info[idx]!.refs };
-  const bodies = { get: (idx: number) => info[idx]!.body };
-  const byName = new Map<string, number[]>();
+/**
+ * Each name's declarations (item indices, ascending), whatever their gates. With `prev` (the
+ * last call's memo, whose first `reuse` items and their analyses are these), prev's map is taken
+ * over: the last call's declarations from `reuse` on are taken out of it, this call's put in.
+ */
+function declarationsByName(items: Item[], decl: number[], info: (DeclInfo | undefined)[], prev: FinishMemo | undefined, reuse: number): Map<string, number[]> {
+  let byName: Map<string, number[]>;
+  if (prev && reuse > 0) {
+    byName = prev.byName;
+    for (let idx = prev.seed.length - 1; idx >= reuse; idx--) {
+      const d = prev.info[idx];
+      if (!d) continue;
+      for (const name of d.defs) {
+        const l = byName.get(name);
+        if (!l) continue; // emptied by another of them
+        while (l.length && l[l.length - 1]! >= reuse) l.pop();
+        if (!l.length) byName.delete(name);
+      }
+    }
+  } else byName = new Map();
   for (const idx of decl) {
-    if (gates.has(idx) || ops.has(idx)) continue;
-    for (const d of defs.get(idx)!) {
+    if (idx < reuse) continue;
+    for (const d of info[idx]!.defs) {
       const l = byName.get(d);
       if (l) l.push(idx);
       else byName.set(d, [idx]);
     }
   }
-  for (const [idx] of ops)
-    for (const d of defs.get(idx)!)
-      if (d !== "operator") {
-        const l = byName.get(d);
-        if (l) l.push(idx);
-        else byName.set(d, [idx]);
-      }
+  return byName;
+}
 
-  const keep = new Set<number>();
-  const work: number[] = [];
-  const add = (idx: number) => {
-    if (!keep.has(idx)) {
-      keep.add(idx);
-      work.push(idx);
-    }
-  };
+/** Per item, 1 for a declaration kept whatever else is: the primary file's, device variables, kernels, the compiler's own, what cannot be told apart. The first `reuse` items' are prev's. */
+function seeds(
+  decl: number[],
+  info: (DeclInfo | undefined)[],
+  { depthOf, fileOf }: { depthOf: Int32Array; fileOf: string[] },
+  nItems: number,
+  prev: FinishMemo | undefined,
+  reuse: number,
+): Uint8Array {
+  const seed = new Uint8Array(nItems);
+  if (prev && reuse > 0) seed.set(prev.seed.subarray(0, reuse));
   for (const idx of decl) {
-    const ds = defs.get(idx)!;
+    if (idx < reuse) continue;
+    const ds = info[idx]!.defs;
     if (
       depthOf[idx] === 0 ||
       info[idx]!.deviceVar ||
@@ -316,9 +333,36 @@ function keptDeclarations(
       anyIn(ds, ALWAYS) ||
       ds.has("<using-directive>")
     )
-      add(idx);
-    else if (ds.size === 0 && !bodies.get(idx)!.includes("static_assert")) add(idx); // what a declaration declares could not be told: kept
+      seed[idx] = 1;
+    else if (ds.size === 0 && !info[idx]!.body.includes("static_assert")) seed[idx] = 1; // what a declaration declares could not be told: kept
   }
+  return seed;
+}
+
+/**
+ * The declarations kept: the seeds (see seeds), then every declaration of a name a kept one needs
+ * (byName: a gated one only when its gate opened, an operator under its other names), and the
+ * gated ones whose gate opened.
+ */
+function keptDeclarations(
+  decl: number[],
+  info: (DeclInfo | undefined)[],
+  gates: Map<number, Set<string>>,
+  ops: Map<number, { names: Set<string>; all: boolean }>,
+  byName: Map<string, number[]>,
+  seed: Uint8Array,
+): Set<number> {
+  const defs = { get: (idx: number) => info[idx]!.defs };
+  const refs = { get: (idx: number) => info[idx]!.refs };
+  const keep = new Set<number>();
+  const work: number[] = [];
+  const add = (idx: number) => {
+    if (!keep.has(idx)) {
+      keep.add(idx);
+      work.push(idx);
+    }
+  };
+  for (const idx of decl) if (seed[idx]) add(idx);
   const needed = new Set<string>();
   for (;;) {
     while (work.length) {
@@ -326,7 +370,13 @@ function keptDeclarations(
       for (const r of refs.get(idx)!) {
         if (needed.has(r)) continue;
         needed.add(r);
-        for (const m of byName.get(r) ?? []) add(m);
+        const l = byName.get(r);
+        if (l)
+          for (const m of l) {
+            // a gated declaration is not found by its names (its gate decides), an operator by its other names only
+            const op = ops.has(m);
+            if (op ? r !== "operator" : !gates.has(m)) add(m);
+          }
       }
     }
     let grew = false;
@@ -355,21 +405,11 @@ function keptDeclarations(
  * declaration of x while it is kept (chains), so this runs until nothing changes. A qualifier
  * that is no namespace the TU opens (an alias, an enum: C++20's `using E::a;`) is left as it is.
  */
-function dropDanglingUsings(t: Tokens, items: Item[], decl: number[], info: (DeclInfo | undefined)[], keep: Set<number>): void {
-  const defs = { get: (idx: number) => info[idx]!.defs };
+function dropDanglingUsings(t: Tokens, items: Item[], decl: number[], info: (DeclInfo | undefined)[], keep: Set<number>, declsOf: Map<string, number[]>): void {
   const stub = { get: (idx: number) => info[idx]!.stub };
   const usings = decl.filter((idx) => keep.has(idx) && info[idx]!.using !== undefined);
   if (usings.length) {
     const { pathOf, opened } = namespacePaths(t, items);
-    const wanted = new Set(usings.map((idx) => info[idx]!.using!.name));
-    const declsOf = new Map<string, number[]>();
-    for (const idx of decl)
-      for (const d of defs.get(idx)!)
-        if (wanted.has(d)) {
-          const l = declsOf.get(d);
-          if (l) l.push(idx);
-          else declsOf.set(d, [idx]);
-        }
     const targets = usings.filter((idx) => {
       const u = info[idx]!.using!;
       return u.ns === "" || opened.has(u.ns);

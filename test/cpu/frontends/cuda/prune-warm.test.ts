@@ -182,6 +182,24 @@ describe("DevicePruner: a watch's series of edits", () => {
     }
   });
 
+  test("a namespace that appears at the end changes what an early declaration declares (`float Qual::qf(…)`: its class, then qf): the names of the reused declarations are read again", () => {
+    const spec: Spec = {
+      uses: new Set([3]),
+      inserts: new Map([[2, "__attribute__((device)) float Qual::qf(float x) { return x; }"]]),
+      sysExtra: "",
+      kernelExtra: " + qf(r)",
+      tail: "",
+    };
+    const p = new DevicePruner();
+    const before = render(spec);
+    expect(p.prune(before).text).toBe(pruneDeviceTU(before).text);
+    const after = render({ ...spec, tail: "namespace Qual { }" });
+    const warm = p.prune(after).text;
+    expect(warm).toBe(pruneDeviceTU(after).text);
+    expect(warm).toContain("Qual::qf(float x)"); // a definition of qf in namespace Qual, which the kernel calls
+    expect(p.prune(before).text).toBe(pruneDeviceTU(before).text); // and back
+  });
+
   test("a state whose tokens a later prune took over, set back on a pruner, prunes cold (same result) and is not saved", () => {
     const a = render({ uses: new Set([3]), inserts: new Map(), sysExtra: "", kernelExtra: "", tail: "" });
     const b = render({ uses: new Set([3, 8]), inserts: new Map(), sysExtra: "", kernelExtra: "", tail: "" });
