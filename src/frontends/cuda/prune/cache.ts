@@ -2,6 +2,13 @@
  * The device-side pruning's entry points (./policy.ts has the whole design): pruneDeviceTU, and
  * DevicePruner, which keeps the tokens and the analysis of every declaration from one call to the
  * next and reads again only what follows the first changed character (the watch loop's saves).
+ * What a call reuses it takes over from the last one rather than copies: the token arrays
+ * (tokenize's prior: the last state's tokens are spent then, see spentTokens), the name index of
+ * keptDeclarations (policy.ts's FinishMemo), and the last pruned text's prefix. Measured on
+ * ggml's mul_mat_q TU (4.4 MB, 838 000 tokens, 19 000 declarations), warm prunes with an edit at
+ * 0.999 / 0.9 / 0.5 of the text: 13 / 29 / 88 ms (52 / 69 / 104 ms when each call copied the
+ * tokens and computed the rest again); cold 550 ms. Medians on a 2-core machine:
+ * `node_modules/.bin/bun scripts/bench-prune.ts 10`.
  */
 import { isName, spentTokens, tokenize, type Tokens } from "./tokens.ts";
 import { type Item, splitItems, words } from "./declarations.ts";
