@@ -286,7 +286,9 @@ export function decodePruneState(buf: Uint8Array): PruneState | { reason: string
       if (end[i]! - start[i]! !== s.length || end[i]! > text.length || start[i]! < 0) throw new Error(`token ${i} is out of its text`);
       tokenText[i] = s;
     }
-    const t: Tokens = { kind, start, end, text: tokenText, n };
+    // copies: a pruner given this state writes its next tokens into these arrays (tokenize's
+    // prior), which must not be the caller's bytes (one buffer decoded twice, a Buffer's pool)
+    const t: Tokens = { kind: new Uint8Array(kind), start: new Int32Array(start), end: new Int32Array(end), text: tokenText, n };
     const iw = i32("items", h.items * 4);
     const items: Item[] = new Array(h.items);
     for (let i = 0; i < h.items; i++) {

@@ -148,7 +148,7 @@ export function tokenize(src: string, from = 0, prior?: Tokens, priorN = 0): Tok
 
 /** The array twice as long, holding a's elements first (the token arrays grow by doubling). */
 function doubled<A extends Uint8Array | Int32Array>(a: A): A {
-  const b = new (a.constructor as new (n: number) => A)(a.length * 2);
+  const b = (a instanceof Int32Array ? new Int32Array(Math.max(1024, a.length * 2)) : new Uint8Array(Math.max(1024, a.length * 2))) as A;
   b.set(a);
   return b;
 }

@@ -214,6 +214,25 @@ describe("DevicePruner: a watch's series of edits", () => {
     expect(p.reused).toBe(0);
   });
 
+  test("two states decoded from the same bytes do not share token arrays: a warm prune of one (writing its next tokens in place) leaves the other whole", () => {
+    const spec: Spec = { uses: new Set([3, 8]), inserts: new Map(), sysExtra: "", kernelExtra: "", tail: "" };
+    const p = new DevicePruner();
+    p.prune(render(spec));
+    const bytes = encodePruneState(p.state!);
+    const [s1, s2] = [decodePruneState(bytes), decodePruneState(bytes)];
+    if ("reason" in s1 || "reason" in s2) throw new Error("not decoded");
+    // a header edit: the tokens after it (dropped helpers among them) move
+    const inHeader = render({ ...spec, inserts: new Map([[10, "__attribute__((device)) inline double h15(double x) { return x * 2; }"]]) });
+    const atEnd = render({ ...spec, tail: "// saved" });
+    const a = new DevicePruner();
+    a.state = s1;
+    expect(a.prune(inHeader).text).toBe(pruneDeviceTU(inHeader).text);
+    const b = new DevicePruner();
+    b.state = s2;
+    expect(b.prune(atEnd).text).toBe(pruneDeviceTU(atEnd).text);
+    expect(b.reused).toBeGreaterThan(50);
+  });
+
   test("a long series keeps no earlier state alive: the pruner holds the last one only", () => {
     let spec: Spec = { uses: new Set([3]), inserts: new Map(), sysExtra: "", kernelExtra: "", tail: "" };
     const p = new DevicePruner();
