@@ -134,7 +134,7 @@ export function finish(
   const { gates, ops } = gatesOf(decl, info, classNames, where.isSystem, namespaces);
   // what depends on the analyses only: the reused items' part is the last call's when their analyses are
   const infoReuse = prev?.sameInfo ? reuse : 0;
-  const byName = declarationsByName(items, decl, info, infoReuse > 0 ? prev!.memo : undefined, infoReuse);
+  const byName = declarationsByName(decl, info, infoReuse > 0 ? prev!.memo : undefined, infoReuse);
   const seed = seeds(decl, info, where, items.length, infoReuse > 0 ? prev!.memo : undefined, infoReuse);
   const keep = keptDeclarations(decl, info, gates, ops, byName, seed);
   dropDanglingUsings(t, items, decl, info, keep, byName);
@@ -284,7 +284,7 @@ function allIn(a: Set<string>, b: Set<string>): boolean {
  * last call's memo, whose first `reuse` items and their analyses are these), prev's map is taken
  * over: the last call's declarations from `reuse` on are taken out of it, this call's put in.
  */
-function declarationsByName(items: Item[], decl: number[], info: (DeclInfo | undefined)[], prev: FinishMemo | undefined, reuse: number): Map<string, number[]> {
+function declarationsByName(decl: number[], info: (DeclInfo | undefined)[], prev: FinishMemo | undefined, reuse: number): Map<string, number[]> {
   let byName: Map<string, number[]>;
   if (prev && reuse > 0) {
     byName = prev.byName;
@@ -404,6 +404,7 @@ function keptDeclarations(
  * counts declarations outside any namespace but inline ones; a using-declaration counts as a
  * declaration of x while it is kept (chains), so this runs until nothing changes. A qualifier
  * that is no namespace the TU opens (an alias, an enum: C++20's `using E::a;`) is left as it is.
+ * @param declsOf each name's declarations, ascending (declarationsByName)
  */
 function dropDanglingUsings(t: Tokens, items: Item[], decl: number[], info: (DeclInfo | undefined)[], keep: Set<number>, declsOf: Map<string, number[]>): void {
   const stub = { get: (idx: number) => info[idx]!.stub };
