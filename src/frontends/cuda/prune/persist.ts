@@ -33,7 +33,7 @@ import { TOOL_VERSION } from "../../../version.ts";
 import { type PruneState } from "./cache.ts";
 import { type Item, words } from "./declarations.ts";
 import { type DeclInfo } from "./names.ts";
-import { type Tokens } from "./tokens.ts";
+import { spentTokens, type Tokens } from "./tokens.ts";
 
 export const PRUNE_STATE_SCHEMA = "kerncap.prune-state/1";
 /** The file's name in a fast build's work folder. */
@@ -71,6 +71,10 @@ class Strings {
     const s = new Strings();
     s.pending = list;
     return s;
+  }
+  /** The string whose id is i (undefined when none). */
+  at(i: number): string | undefined {
+    return (this.pending ?? this.list)[i];
   }
   id(s: string): number {
     if (this.pending) {
@@ -126,12 +130,17 @@ const known = new WeakMap<PruneState, { ids: Int32Array; strings: Strings }>();
  */
 export function encodePruneState(st: PruneState, prev?: PruneState): Uint8Array {
   const { t, items, info } = st;
+  if (spentTokens.has(t)) throw new Error("encodePruneState: the state's tokens were taken over by a later prune");
   const before = prev && known.get(prev);
   const strings = before?.strings ?? new Strings();
   const ids = new Int32Array(t.n);
-  const pt = before ? prev!.t : undefined;
-  const shared = pt ? Math.min(pt.n, t.n) : 0;
-  for (let i = 0; i < t.n; i++) ids[i] = i < shared && t.text[i] === pt!.text[i] ? before!.ids[i]! : strings.id(t.text[i]!);
+  // prev's token texts are read from its ids and table, not from prev.t: the pruner that made st
+  // took prev.t's arrays over (tokenize's prior), so they may hold st's tokens now
+  const shared = before ? Math.min(before.ids.length, t.n) : 0;
+  for (let i = 0; i < t.n; i++) {
+    const s = t.text[i]!;
+    ids[i] = i < shared && strings.at(before!.ids[i]!) === s ? before!.ids[i]! : strings.id(s);
+  }
   known.set(st, { ids, strings });
   const itemWords = new Int32Array(items.length * 4);
   items.forEach((it, i) => {
@@ -277,7 +286,9 @@ export function decodePruneState(buf: Uint8Array): PruneState | { reason: string
       if (end[i]! - start[i]! !== s.length || end[i]! > text.length || start[i]! < 0) throw new Error(`token ${i} is out of its text`);
       tokenText[i] = s;
     }
-    const t: Tokens = { kind, start, end, text: tokenText, n };
+    // copies: a pruner given this state writes its next tokens into these arrays (tokenize's
+    // prior), which must not be the caller's bytes (one buffer decoded twice, a Buffer's pool)
+    const t: Tokens = { kind: new Uint8Array(kind), start: new Int32Array(start), end: new Int32Array(end), text: tokenText, n };
     const iw = i32("items", h.items * 4);
     const items: Item[] = new Array(h.items);
     for (let i = 0; i < h.items; i++) {

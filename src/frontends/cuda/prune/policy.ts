@@ -82,11 +82,49 @@ const nonBlankLines = (s: string) => {
 };
 
 /**
+ * What finish computed per item, kept for the next call on a text with the same first items
+ * (./cache.ts: a warm prune): the include depths and files, and where prunedText's output stood
+ * before each declaration with what it did with it. Memory only (not in the state file).
+ */
+export interface FinishMemo {
+  depthOf: Int32Array;
+  fileOf: string[];
+  sysOf: Uint8Array;
+  /** The first item whose line marker was read (the depths count from there); items.length when none. */
+  firstMarker: number;
+  /** The pruned text. */
+  out: string;
+  /** Per declaration item: what prunedText did (-1 kept as it is, -2 dropped, else the token index of the body made ";"); other items 0. */
+  code: Int32Array;
+  /** Per declaration item: the input offset and the output's length before prunedText reached it. */
+  posAt: Int32Array;
+  lenAt: Int32Array;
+  /** The declarations' analyses these were made from (the state's). */
+  info: (DeclInfo | undefined)[];
+  /** Each name's declarations (item indices, ascending): taken over and updated by the next call. */
+  byName: Map<string, number[]>;
+  /** Per item: 1 when kept whatever else is (keptDeclarations' starting set), else 0. */
+  seed: Uint8Array;
+}
+
+/**
  * The pruning of a split, analysed TU (./cache.ts): which declarations are kept (keptDeclarations,
  * then dropDanglingUsings), and the text with the others blanked (prunedText).
+ * @param prev the memo of the last call and how many of its first items this call's items are
+ *   (same tokens, same text up to their end): what those items gave is reused, not computed again
+ * @returns the result, and the memo for the next call
  */
-export function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo | undefined)[], namespaces: Set<string>, t0: number): PruneResult {
-  const where = includeDepths(t, items);
+export function finish(
+  text: string,
+  t: Tokens,
+  items: Item[],
+  info: (DeclInfo | undefined)[],
+  namespaces: Set<string>,
+  t0: number,
+  prev?: { memo: FinishMemo; items: number; sameInfo: boolean },
+): { result: PruneResult; memo: FinishMemo } {
+  const reuse = prev ? Math.min(prev.items, items.length, prev.memo.depthOf.length) : 0;
+  const where = includeDepths(t, items, reuse > 0 ? prev!.memo : undefined, reuse);
   const decl: number[] = [];
   items.forEach((it, idx) => {
     if (it.kind === "decl") decl.push(idx);
@@ -94,36 +132,64 @@ export function finish(text: string, t: Tokens, items: Item[], info: (DeclInfo |
   const classNames = new Set<string>();
   for (const idx of decl) if (info[idx]!.classlike) for (const d of info[idx]!.defs) classNames.add(d);
   const { gates, ops } = gatesOf(decl, info, classNames, where.isSystem, namespaces);
-  const keep = keptDeclarations(decl, info, gates, ops, where);
-  dropDanglingUsings(t, items, decl, info, keep);
-  const pruned = prunedText(text, t, items, decl, info, keep);
-  return {
+  // what depends on the analyses only: the reused items' part is the last call's when their analyses are
+  const infoReuse = prev?.sameInfo ? reuse : 0;
+  const byName = declarationsByName(decl, info, infoReuse > 0 ? prev!.memo : undefined, infoReuse);
+  const seed = seeds(decl, info, where, items.length, infoReuse > 0 ? prev!.memo : undefined, infoReuse);
+  const keep = keptDeclarations(decl, info, gates, ops, byName, seed);
+  dropDanglingUsings(t, items, decl, info, keep, byName);
+  const out = prunedText(text, t, items, decl, info, keep, reuse > 0 ? prev!.memo : undefined, reuse);
+  const pruned = out.out;
+  const result: PruneResult = {
     text: pruned,
     decls: decl.length,
     kept: keep.size,
     lines: () => ({ before: nonBlankLines(text), after: nonBlankLines(pruned) }),
     ms: performance.now() - t0,
   };
+  return { result, memo: { ...where, ...out, info, byName, seed } };
 }
 
-/** Where each item comes from, by the line markers: its include depth (0: the primary file; a #line rename keeps the depth), its file, and whether that is a system header. */
-function includeDepths(t: Tokens, items: Item[]): { depthOf: Int32Array; fileOf: string[]; isSystem: (idx: number) => boolean } {
+/**
+ * Where each item comes from, by the line markers: its include depth (0: the primary file; a
+ * #line rename keeps the depth), its file, and whether that is a system header. With `prev`, the
+ * first `reuse` items' answers are prev's (the same items), and the reading resumes after them.
+ */
+function includeDepths(
+  t: Tokens,
+  items: Item[],
+  prev: FinishMemo | undefined,
+  reuse: number,
+): { depthOf: Int32Array; fileOf: string[]; sysOf: Uint8Array; firstMarker: number; isSystem: (idx: number) => boolean } {
   const depthOf = new Int32Array(items.length);
-  const fileOf: string[] = new Array(items.length);
   const sysOf = new Uint8Array(items.length);
+  let fileOf: string[];
   let depth = 0,
     file = "",
-    sys = 0;
-  let seenFirst = false;
-  items.forEach((it, idx) => {
+    sys = 0,
+    firstMarker = items.length;
+  let from = 0;
+  if (prev && reuse > 0) {
+    depthOf.set(prev.depthOf.subarray(0, reuse));
+    sysOf.set(prev.sysOf.subarray(0, reuse));
+    fileOf = prev.fileOf.slice(0, reuse);
+    fileOf.length = items.length;
+    from = reuse;
+    depth = depthOf[reuse - 1]!;
+    file = fileOf[reuse - 1]!;
+    sys = sysOf[reuse - 1]!;
+    if (prev.firstMarker < reuse) firstMarker = prev.firstMarker;
+  } else fileOf = new Array(items.length);
+  for (let idx = from; idx < items.length; idx++) {
+    const it = items[idx]!;
     if (it.kind === "dir") {
       const m = /^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"((?:\s+\d)*)/.exec(t.text[it.a]!);
       if (m) {
         const flags = m[3]!.trim().split(/\s+/);
         if (flags.includes("1")) depth++;
         else if (flags.includes("2")) depth = Math.max(0, depth - 1);
-        if (!seenFirst) {
-          seenFirst = true;
+        if (firstMarker === items.length) {
+          firstMarker = idx;
           depth = 0;
         }
         file = m[2]!;
@@ -133,10 +199,10 @@ function includeDepths(t: Tokens, items: Item[]): { depthOf: Int32Array; fileOf:
     depthOf[idx] = depth;
     fileOf[idx] = file;
     sysOf[idx] = sys;
-  });
+  }
   // a system header: gcc's line-marker flag 3, or a file under /usr (libstdc++, libc, the CUDA toolkit)
   const isSystem = (idx: number) => sysOf[idx] === 1 || fileOf[idx]!.startsWith("/usr/");
-  return { depthOf, fileOf, isSystem };
+  return { depthOf, fileOf, sysOf, firstMarker, isSystem };
 }
 
 /**
@@ -213,44 +279,51 @@ function allIn(a: Set<string>, b: Set<string>): boolean {
   return true;
 }
 
-/** The declarations kept: those of the primary file, device variables, kernels and what cannot be told apart, then every declaration of a name a kept one needs, and the gated ones whose gate opened. */
-function keptDeclarations(
-  decl: number[],
-  info: (DeclInfo | undefined)[],
-  gates: Map<number, Set<string>>,
-  ops: Map<number, { names: Set<string>; all: boolean }>,
-  { depthOf, fileOf }: { depthOf: Int32Array; fileOf: string[] },
-): Set<number> {
-  const defs = { get: (idx: number) => info[idx]!.defs };
-  const refs = { get: (idx: number) => info[idx]!.refs };
-  const bodies = { get: (idx: number) => info[idx]!.body };
-  const byName = new Map<string, number[]>();
+/**
+ * Each name's declarations (item indices, ascending), whatever their gates. With `prev` (the
+ * last call's memo, whose first `reuse` items and their analyses are these), prev's map is taken
+ * over: the last call's declarations from `reuse` on are taken out of it, this call's put in.
+ */
+function declarationsByName(decl: number[], info: (DeclInfo | undefined)[], prev: FinishMemo | undefined, reuse: number): Map<string, number[]> {
+  let byName: Map<string, number[]>;
+  if (prev && reuse > 0) {
+    byName = prev.byName;
+    for (let idx = prev.seed.length - 1; idx >= reuse; idx--) {
+      const d = prev.info[idx];
+      if (!d) continue;
+      for (const name of d.defs) {
+        const l = byName.get(name);
+        if (!l) continue; // emptied by another of them
+        while (l.length && l[l.length - 1]! >= reuse) l.pop();
+        if (!l.length) byName.delete(name);
+      }
+    }
+  } else byName = new Map();
   for (const idx of decl) {
-    if (gates.has(idx) || ops.has(idx)) continue;
-    for (const d of defs.get(idx)!) {
+    if (idx < reuse) continue;
+    for (const d of info[idx]!.defs) {
       const l = byName.get(d);
       if (l) l.push(idx);
       else byName.set(d, [idx]);
     }
   }
-  for (const [idx] of ops)
-    for (const d of defs.get(idx)!)
-      if (d !== "operator") {
-        const l = byName.get(d);
-        if (l) l.push(idx);
-        else byName.set(d, [idx]);
-      }
+  return byName;
+}
 
-  const keep = new Set<number>();
-  const work: number[] = [];
-  const add = (idx: number) => {
-    if (!keep.has(idx)) {
-      keep.add(idx);
-      work.push(idx);
-    }
-  };
+/** Per item, 1 for a declaration kept whatever else is: the primary file's, device variables, kernels, the compiler's own, what cannot be told apart. The first `reuse` items' are prev's. */
+function seeds(
+  decl: number[],
+  info: (DeclInfo | undefined)[],
+  { depthOf, fileOf }: { depthOf: Int32Array; fileOf: string[] },
+  nItems: number,
+  prev: FinishMemo | undefined,
+  reuse: number,
+): Uint8Array {
+  const seed = new Uint8Array(nItems);
+  if (prev && reuse > 0) seed.set(prev.seed.subarray(0, reuse));
   for (const idx of decl) {
-    const ds = defs.get(idx)!;
+    if (idx < reuse) continue;
+    const ds = info[idx]!.defs;
     if (
       depthOf[idx] === 0 ||
       info[idx]!.deviceVar ||
@@ -260,9 +333,36 @@ function keptDeclarations(
       anyIn(ds, ALWAYS) ||
       ds.has("<using-directive>")
     )
-      add(idx);
-    else if (ds.size === 0 && !bodies.get(idx)!.includes("static_assert")) add(idx); // what a declaration declares could not be told: kept
+      seed[idx] = 1;
+    else if (ds.size === 0 && !info[idx]!.body.includes("static_assert")) seed[idx] = 1; // what a declaration declares could not be told: kept
   }
+  return seed;
+}
+
+/**
+ * The declarations kept: the seeds (see seeds), then every declaration of a name a kept one needs
+ * (byName: a gated one only when its gate opened, an operator under its other names), and the
+ * gated ones whose gate opened.
+ */
+function keptDeclarations(
+  decl: number[],
+  info: (DeclInfo | undefined)[],
+  gates: Map<number, Set<string>>,
+  ops: Map<number, { names: Set<string>; all: boolean }>,
+  byName: Map<string, number[]>,
+  seed: Uint8Array,
+): Set<number> {
+  const defs = { get: (idx: number) => info[idx]!.defs };
+  const refs = { get: (idx: number) => info[idx]!.refs };
+  const keep = new Set<number>();
+  const work: number[] = [];
+  const add = (idx: number) => {
+    if (!keep.has(idx)) {
+      keep.add(idx);
+      work.push(idx);
+    }
+  };
+  for (const idx of decl) if (seed[idx]) add(idx);
   const needed = new Set<string>();
   for (;;) {
     while (work.length) {
@@ -270,7 +370,13 @@ function keptDeclarations(
       for (const r of refs.get(idx)!) {
         if (needed.has(r)) continue;
         needed.add(r);
-        for (const m of byName.get(r) ?? []) add(m);
+        const l = byName.get(r);
+        if (l)
+          for (const m of l) {
+            // a gated declaration is not found by its names (its gate decides), an operator by its other names only
+            const op = ops.has(m);
+            if (op ? r !== "operator" : !gates.has(m)) add(m);
+          }
       }
     }
     let grew = false;
@@ -298,22 +404,13 @@ function keptDeclarations(
  * counts declarations outside any namespace but inline ones; a using-declaration counts as a
  * declaration of x while it is kept (chains), so this runs until nothing changes. A qualifier
  * that is no namespace the TU opens (an alias, an enum: C++20's `using E::a;`) is left as it is.
+ * @param declsOf each name's declarations, ascending (declarationsByName)
  */
-function dropDanglingUsings(t: Tokens, items: Item[], decl: number[], info: (DeclInfo | undefined)[], keep: Set<number>): void {
-  const defs = { get: (idx: number) => info[idx]!.defs };
+function dropDanglingUsings(t: Tokens, items: Item[], decl: number[], info: (DeclInfo | undefined)[], keep: Set<number>, declsOf: Map<string, number[]>): void {
   const stub = { get: (idx: number) => info[idx]!.stub };
   const usings = decl.filter((idx) => keep.has(idx) && info[idx]!.using !== undefined);
   if (usings.length) {
     const { pathOf, opened } = namespacePaths(t, items);
-    const wanted = new Set(usings.map((idx) => info[idx]!.using!.name));
-    const declsOf = new Map<string, number[]>();
-    for (const idx of decl)
-      for (const d of defs.get(idx)!)
-        if (wanted.has(d)) {
-          const l = declsOf.get(d);
-          if (l) l.push(idx);
-          else declsOf.set(d, [idx]);
-        }
     const targets = usings.filter((idx) => {
       const u = info[idx]!.using!;
       return u.ns === "" || opened.has(u.ns);
@@ -335,13 +432,61 @@ function dropDanglingUsings(t: Tokens, items: Item[], decl: number[], info: (Dec
   }
 }
 
-/** The text with every declaration not kept blanked (as many newlines as it spanned) and every host-only body made ";" (same line count). */
-function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info: (DeclInfo | undefined)[], keep: Set<number>): string {
+/**
+ * The text with every declaration not kept blanked (as many newlines as it spanned) and every
+ * host-only body made ";" (same line count). With `prev` (the last call's memo, whose first
+ * `reuse` items are these), the output up to the first declaration among them that is not
+ * treated as last time is prev's, and the text is made from there on.
+ */
+function prunedText(
+  text: string,
+  t: Tokens,
+  items: Item[],
+  decl: number[],
+  info: (DeclInfo | undefined)[],
+  keep: Set<number>,
+  prev: FinishMemo | undefined,
+  reuse: number,
+): { out: string; code: Int32Array; posAt: Int32Array; lenAt: Int32Array } {
   const stub = { get: (idx: number) => info[idx]!.stub };
+  const code = new Int32Array(items.length);
+  for (const idx of decl) {
+    const st = stub.get(idx);
+    code[idx] = !keep.has(idx) || st === "drop" ? -2 : typeof st === "number" ? st : -1;
+  }
+  const posAt = new Int32Array(items.length),
+    lenAt = new Int32Array(items.length);
   // output: a dropped declaration becomes as many newlines as it spanned, a host-only body ";" and
   // newlines; directive lines inside either (line markers) stay
   const out: string[] = [];
-  let pos = 0;
+  let pos = 0,
+    len = 0; // the output's length so far
+  let d0 = 0; // the first declaration (its index in decl) made again
+  if (prev && reuse > 0) {
+    while (d0 < decl.length && decl[d0]! < reuse && code[decl[d0]!] === prev.code[decl[d0]!]) d0++;
+    if (d0 > 0) {
+      // the output before decl[d0] is prev's: what its declarations gave is the same, and so is
+      // the text up to the end of the reused items (posAt of a reused declaration is at most that)
+      const at = d0 < decl.length && decl[d0]! < reuse ? decl[d0]! : -1;
+      if (at >= 0) {
+        pos = prev.posAt[at]!;
+        len = prev.lenAt[at]!;
+      } else {
+        // every declaration of the reused items as last time: resume after the last of them
+        const last = decl[d0 - 1]!;
+        pos = prev.posAt[last]!;
+        len = prev.lenAt[last]!;
+        d0--; // made again from its own start (its memo says where that is)
+      }
+      posAt.set(prev.posAt.subarray(0, reuse));
+      lenAt.set(prev.lenAt.subarray(0, reuse));
+      out.push(prev.out.slice(0, len));
+    }
+  }
+  const push = (s: string) => {
+    out.push(s);
+    len += s.length;
+  };
   // the newlines of text[a, b), as a string of newlines (no copy of the span is made)
   const NL = Array.from({ length: 64 }, (_, n) => "\n".repeat(n));
   const blank = (a: number, b: number) => {
@@ -353,10 +498,13 @@ function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info
   // `#pragma nv_exec_check_disable`) goes with that declaration: left before whatever follows,
   // cicc stops with "this pragma must immediately precede a declaration"
   const attached = (i: number) => /^#\s*pragma\s+(?:nv_exec_check_disable|hd_warning_disable|nv_abi)\b/.test(t.text[i]!);
-  for (const idx of decl) {
+  for (let di = d0; di < decl.length; di++) {
+    const idx = decl[di]!;
+    posAt[idx] = pos;
+    lenAt[idx] = len;
     const it = items[idx]!;
     const st = stub.get(idx);
-    const drop = !keep.has(idx) || st === "drop";
+    const drop = code[idx] === -2;
     if (!drop && typeof st !== "number") continue;
     let from = drop ? it.a : (st as number);
     while (from < it.b && t.kind[from] === K.Dir) from++;
@@ -370,28 +518,29 @@ function prunedText(text: string, t: Tokens, items: Item[], decl: number[], info
       }
       for (const ti of before.reverse()) {
         if (t.start[ti]! < pos) continue;
-        out.push(text.slice(pos, t.start[ti]!));
+        push(text.slice(pos, t.start[ti]!));
         pos = t.end[ti]!;
       }
     }
-    out.push(text.slice(pos, t.start[from]!));
-    if (!drop) out.push(";");
+    push(text.slice(pos, t.start[from]!));
+    if (!drop) push(";");
     pos = t.start[from]!;
     for (let i = from; i < it.b; i++) {
       if (t.kind[i] !== K.Dir) continue;
       // line markers stay; a pragma inside what is taken out goes with it (`#pragma unroll` of a
       // dropped body would be left at namespace scope: "expected a declaration")
-      out.push(blank(pos, t.start[i]!), /^#\s*\d/.test(t.text[i]!) ? t.text[i]! : "");
+      push(blank(pos, t.start[i]!));
+      if (/^#\s*\d/.test(t.text[i]!)) push(t.text[i]!);
       pos = t.end[i]!;
     }
     const e = t.end[it.b - 1]!;
     if (e > pos) {
-      out.push(blank(pos, e));
+      push(blank(pos, e));
       pos = e;
     }
   }
   out.push(text.slice(pos));
-  return out.join("");
+  return { out: out.join(""), code, posAt, lenAt };
 }
 
 /**
