@@ -220,30 +220,28 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const tasks = mine.filter((c) => !run.done.has(c.id));
   const stops = new StopSignals().install();
   const fresh = await checkAll(o, tasks, run, stops);
+  const mineIds = new Set(mine.map((c) => c.id));
+  const records = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
+  const reportOfRun = () =>
+    reportOf(records, {
+      results: join(dir, RESULTS_FILE),
+      baseline: run.baselinePath,
+      shard: o.shard ?? null,
+      workers: o.gpus.length,
+      rebuild: o.settings.rebuild,
+      slowerPct: o.slowerPct,
+      seconds: records.reduce((a, r) => a + r.seconds, 0),
+    });
   if (stops.signal) {
     const none = !kept.length && !fresh.length;
     // the JUnit file still says what was checked, and every capture left as an error (a CI job's timeout must not read as a short green run)
     if (o.junit) {
-      const mineIds = new Set(mine.map((c) => c.id));
-      const done = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
-      const checked = new Set(done.map((r) => r.id));
-      writeJunit(
-        o.junit,
-        reportOf(done, {
-          results: join(dir, RESULTS_FILE),
-          baseline: run.baselinePath,
-          shard: o.shard ?? null,
-          workers: o.gpus.length,
-          rebuild: o.settings.rebuild,
-          slowerPct: o.slowerPct,
-          seconds: done.reduce((a, r) => a + r.seconds, 0),
-        }),
-        {
-          ids: mine.filter((c) => !checked.has(c.id)).map((c) => c.id),
-          code: "E_INTERRUPTED",
-          why: `not checked: the run was interrupted (${stops.signal}); kerncap check --resume continues`,
-        },
-      );
+      const checked = new Set(records.map((r) => r.id));
+      writeJunit(o.junit, reportOfRun(), {
+        ids: mine.filter((c) => !checked.has(c.id)).map((c) => c.id),
+        code: "E_INTERRUPTED",
+        why: `not checked: the run was interrupted (${stops.signal}); kerncap check --resume continues`,
+      });
     }
     throw new KerncapError(
       "E_INTERRUPTED",
@@ -256,22 +254,12 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
       },
     );
   }
-  const mineIds = new Set(mine.map((c) => c.id));
-  const records = [...kept.filter((r) => mineIds.has(r.id)), ...fresh];
   if (!o.baseline) {
     const added = withTimings(run.baseline, records, { replace: false });
     if (Object.keys(added.captures).length !== Object.keys(run.baseline.captures).length) writeBaseline(run.baselinePath, added);
   }
   if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(run.baseline, records, { replace: true }));
-  const report = reportOf(records, {
-    results: join(dir, RESULTS_FILE),
-    baseline: run.baselinePath,
-    shard: o.shard ?? null,
-    workers: o.gpus.length,
-    rebuild: o.settings.rebuild,
-    slowerPct: o.slowerPct,
-    seconds: records.reduce((a, r) => a + r.seconds, 0),
-  });
+  const report = reportOfRun();
   if (o.junit) writeJunit(o.junit, report);
   return report;
 }
