@@ -6,6 +6,7 @@
 import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
+import { pidAlive } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { mkdirInCapture } from "../format/paths.ts";
 import { notYours } from "../format/received.ts";
@@ -108,7 +109,7 @@ function lockWorkDir(dir: string): string | null {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
     }
     const holder = lockHolder(lock);
-    if (holder !== undefined && alive(holder)) return null; // this process's own: another eval running in it
+    if (holder !== undefined && pidAlive(holder)) return null; // this process's own: another eval running in it
     rmSync(lock, { force: true }); // its eval is gone: taken over
   }
   return null;
@@ -122,16 +123,6 @@ function lockHolder(lock: string): number | undefined {
     return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
   } catch {
     return undefined;
-  }
-}
-
-/** Whether a process of this id is running (a signal 0 reaches it, or it is another user's). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
