@@ -42,7 +42,9 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     const doc = JSON.parse(json.stdout.toString());
     expect(() => v.parse(DOCUMENTS["validate-build"], doc)).not.toThrow();
     expect(doc.schema).toBe("kerncap.validate-build/1");
-    expect(doc.rebuild.module).toEndWith("build/kernel.cubin");
+    // build.sh's module, or the pruned TU's once the first build showed it gives the same machine code (the cost model's choice on this machine)
+    expect(doc.rebuild.module).toMatch(doc.rebuild.builder === "pruned" ? /build\/pruned\/kernel\.cubin$/ : /build\/kernel\.cubin$/);
+    expect(existsSync(join(dir, "build/kernel.cubin"))).toBe(true); // the last rebuild's module, whichever build made it
     // the source is the captured one: the rebuilt kernel uses what the captured module's does
     expect(doc.rebuild.registers).toBeGreaterThan(0);
     expect(doc.rebuild.registers).toBe(doc.rebuild.captured.registers);
@@ -113,16 +115,19 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
   }, 90_000);
 });
 
-test.skipIf(!NVCC)("a build where neither the slice nor the whole TU compiles (no compiler: NVCC=/nonexistent/nvcc) does not mark the slice as failed: the next build compiles the slice again (trial 7 #19)", () => {
-  const { dir, env } = demo();
-  const gone = Bun.spawnSync(["bash", join(dir, "build.sh")], { env: { ...env, NVCC: "/nonexistent/nvcc" }, stdout: "pipe", stderr: "pipe" });
-  expect(gone.exitCode).not.toBe(0);
-  expect(existsSync(join(dir, "build/slice-failed.sha256"))).toBe(false);
-  const ok = Bun.spawnSync(["bash", join(dir, "build.sh")], { env: { ...env, NVCC }, stdout: "pipe", stderr: "pipe" });
-  expect(ok.exitCode, ok.stderr.toString()).toBe(0);
-  expect(ok.stderr.toString()).not.toContain("the slice did not build for this text");
-  expect(ok.stderr.toString()).not.toContain("compiling the whole TU");
-});
+test.skipIf(!NVCC)(
+  "a build where neither the slice nor the whole TU compiles (no compiler: NVCC=/nonexistent/nvcc) does not mark the slice as failed: the next build compiles the slice again (trial 7 #19)",
+  () => {
+    const { dir, env } = demo();
+    const gone = Bun.spawnSync(["bash", join(dir, "build.sh")], { env: { ...env, NVCC: "/nonexistent/nvcc" }, stdout: "pipe", stderr: "pipe" });
+    expect(gone.exitCode).not.toBe(0);
+    expect(existsSync(join(dir, "build/slice-failed.sha256"))).toBe(false);
+    const ok = Bun.spawnSync(["bash", join(dir, "build.sh")], { env: { ...env, NVCC }, stdout: "pipe", stderr: "pipe" });
+    expect(ok.exitCode, ok.stderr.toString()).toBe(0);
+    expect(ok.stderr.toString()).not.toContain("the slice did not build for this text");
+    expect(ok.stderr.toString()).not.toContain("compiling the whole TU");
+  },
+);
 
 test("the MCP tool build runs validate --build-only, confined like validate", () => {
   const argv = gatedArgv("build", { dir: "d" }, TOOLS.build.argv({ dir: "d" }), false);
