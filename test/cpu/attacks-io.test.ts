@@ -43,7 +43,26 @@ const RAW_CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029
 /** An OSC that sets the window title, a screen clear, a C1 CSI, a bidi override, a line separator, a fake line. */
 const HOSTILE_TEXT = "k\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202eexe.txt\u2028\nFAKE: all good";
 /** Invisible characters (Unicode general category Cf and the tag block): zero-width space and joiners, word joiner, BOM, soft hyphen, Mongolian vowel separator, tags, an Arabic number sign. */
-const INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\u2064", "\ufeff", "\u00ad", "\u180e", "\u{e0000}", "\u{e0041}", "\u{e007f}", "\u0600", "\ufff9", "\u034f", "\ufe0f", "\u17b4", "\u115f", "\u3164"];
+const INVISIBLE = [
+  "\u200b",
+  "\u200c",
+  "\u200d",
+  "\u2060",
+  "\u2064",
+  "\ufeff",
+  "\u00ad",
+  "\u180e",
+  "\u{e0000}",
+  "\u{e0041}",
+  "\u{e007f}",
+  "\u0600",
+  "\ufff9",
+  "\u034f",
+  "\ufe0f",
+  "\u17b4",
+  "\u115f",
+  "\u3164",
+];
 /** Any of them raw (Cf, the tag block, or another default-ignorable code point: trial 25, `sa\u034fx\ufe0fpy` printed as "saxpy"). */
 const RAW_INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u{e0000}-\u{e007f}]/u;
 
@@ -334,7 +353,9 @@ describe("untrusted text never reaches a terminal raw", () => {
     const p = Bun.spawnSync([process.execPath, MAIN, "inspect", dir], { stdout: "pipe", stderr: "pipe" });
     const out = p.stdout.toString() + p.stderr.toString();
     expect(p.exitCode, out).toBe(0);
-    expect(out).toContain("lib\\u200b\\u200c\\u200d\\u2060\\u2064\\ufeff\\xad\\u180e\\u{e0000}\\u{e0041}\\u{e007f}\\u0600\\ufff9\\u034f\\ufe0f\\u17b4\\u115f\\u3164");
+    expect(out).toContain(
+      "lib\\u200b\\u200c\\u200d\\u2060\\u2064\\ufeff\\xad\\u180e\\u{e0000}\\u{e0041}\\u{e007f}\\u0600\\ufff9\\u034f\\ufe0f\\u17b4\\u115f\\u3164",
+    );
     expect(out).not.toMatch(RAW_INVISIBLE);
   });
 
