@@ -362,7 +362,8 @@ export function assertTmpdirUsable(base = tmpdir()): void {
  * `out`'s parent folder, or a folder above it, is writable by group or others (othersMayWrite: not a group of this user's alone) and
  * not sticky, so another user could rename the temp folder kerncap made there, or a link on the
  * way, and put a folder of links at its name. Both chains are walked: the path as given (a link in
- * such a folder can be re-pointed) and the parent's real path. A sticky folder (a 1777 /tmp) lets
+ * such a folder can be re-pointed), the parent's real path, and, where `out` exists, the folder its
+ * own real path lies in (`out` named through a link). A sticky folder (a 1777 /tmp) lets
  * no one rename another user's entries but its owner: one owned by another user than `uid` or root
  * is a risk too, as is any folder on the way that another user than `uid` or root owns, whatever
  * its mode (its owner may rename what is in it). Source: lstat mode bits and owner; a parent that does not exist is
@@ -377,7 +378,14 @@ export function sharedParentRisk(out: string, uid = process.geteuid?.()): string
   } catch {
     return undefined;
   }
-  for (const start of new Set([parent, real])) {
+  // `out` itself through a link (a capture named by a link of yours to a folder elsewhere): the folders above where it lies (trial 26)
+  let outReal: string | undefined;
+  try {
+    outReal = dirname(realpathSync(out));
+  } catch {
+    outReal = undefined; // not there yet: an output about to be made
+  }
+  for (const start of new Set([parent, real, ...(outReal ? [outReal] : [])])) {
     for (let p = start; ; p = dirname(p)) {
       const st = lstatSync(p, { throwIfNoEntry: false });
       // a folder's owner renames its entries whatever its mode: another user's folder (not root's) on the way is theirs to swap (trial 25)

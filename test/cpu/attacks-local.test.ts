@@ -147,9 +147,14 @@ describe("attack: a group member edits build.sh of a capture made here in a team
     chmodSync(team, 0o755);
     chmodSync(root, 0o777);
     expect(receivedReasons(cap, m)[0]).toContain(`${root} is writable by other users (mode 0777) and not sticky`);
+    // named through a link of yours from a safe folder: the folders above where it lies count (trial 26)
+    const mine = tempDir("kerncap-attack-");
+    symlinkSync(cap, join(mine, "cap"));
+    expect(receivedReasons(join(mine, "cap"), m)[0]).toContain(`${root} is writable by other users (mode 0777) and not sticky`);
     // sticky: no one but its owner (root or you) renames your entries
     chmodSync(root, 0o1777);
     expect(receivedReasons(cap, m)).toEqual([]);
+    expect(receivedReasons(join(mine, "cap"), m)).toEqual([]);
     if (ROOT) {
       // a folder of another user's on the way, whatever its mode: its owner renames what is in it (trial 25: a 0755 folder of the attacker's)
       chmodSync(root, 0o755);

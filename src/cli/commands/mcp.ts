@@ -1,6 +1,7 @@
 /** `kerncap mcp`: an MCP server on stdin/stdout (src/mcp/server.ts); logs stay on stderr. */
 import { defineCommand } from "citty";
 import { resolve } from "node:path";
+import { realpathSync } from "node:fs";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { log } from "../../log.ts";
 import { endedByOversizedMessage, MCP_MESSAGE_MAX, serve, TOOL_NAMES } from "../../mcp/server.ts";
@@ -11,6 +12,15 @@ import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
 import { MCP_DEFAULT_JOBS } from "../../mcp/children.ts";
 import { oneLine, printable } from "../format.ts";
 import { assertRootFolders } from "../../mcp/roots.ts";
+
+/** The real path of `p`, or `p` when it cannot be resolved. */
+function realOr(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return p;
+  }
+}
 
 export default defineCommand({
   meta: { name: "mcp", description: `Serve kerncap's verbs as MCP tools over stdio (${TOOL_NAMES.join(", ")})` },
@@ -47,11 +57,26 @@ export default defineCommand({
   },
   async run({ args }) {
     const given = (args as Record<string, unknown>).root;
-    const roots = (Array.isArray(given) ? given : given === undefined ? [] : [given]).map((r) => resolve(String(r)));
+    const raw = (Array.isArray(given) ? given : given === undefined ? [] : [given]).map(String);
+    // an empty --root (`--root "$UNSET"`) is no folder: resolved, it would be the working folder, / under many clients (trial 26)
+    if (raw.some((r) => r.trim() === ""))
+      throw new KerncapError("E_USAGE", "--root is empty: give the folder the agent may work in", { hint: "kerncap mcp --root DIR (repeatable)." });
+    const roots = raw.map((r) => resolve(r));
     assertRootFolders(roots, printable); // before serving: a missing root would make every call E_NOT_CAPTURE
     // the roots the server will serve: a client starts it in a folder of its own choosing (often / or
     // the home folder), so the printed command names them (--root), the working folder by default
     const served = roots.length ? roots : [process.cwd()];
+    // / as a root (given, or the working folder by default) would let the agent reach every capture on the machine
+    if (served.some((r) => realOr(r) === "/"))
+      throw new KerncapError(
+        "E_USAGE",
+        roots.length
+          ? "--root / would let the agent reach every capture on the machine"
+          : "kerncap mcp started in / with no --root: every capture on the machine would be the agent's to reach",
+        {
+          hint: "Give the folders the agent may work in: kerncap mcp --root DIR (kerncap mcp --root DIR --print-config CLIENT prints the client's configuration with it).",
+        },
+      );
     if (args["print-config"] !== undefined) {
       const c = clientConfig(String(args["print-config"]), selfCommand(), served);
       process.stdout.write(c.snippet);
@@ -59,10 +84,6 @@ export default defineCommand({
       log.info(`the server serves the capture folders under ${served.map((r) => printable(r)).join(", ")} (--root; give other --root DIR to change it)`);
       return 0;
     }
-    if (!roots.length && served[0] === "/")
-      throw new KerncapError("E_USAGE", "kerncap mcp started in / with no --root: every capture on the machine would be the agent's to reach", {
-        hint: "Give the folders the agent may work in: kerncap mcp --root DIR (kerncap mcp --root DIR --print-config CLIENT prints the client's configuration with it).",
-      });
     const jobs = args.jobs === undefined ? undefined : Number(args.jobs);
     if (jobs !== undefined && (!Number.isInteger(jobs) || jobs < 1 || jobs > 1024))
       throw new KerncapError("E_USAGE", `--jobs ${oneLine(String(args.jobs))} is not a whole number from 1 to 1024`, { hint: "Give --jobs N, e.g. --jobs 4." });

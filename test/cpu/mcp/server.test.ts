@@ -242,6 +242,12 @@ describe("kerncap mcp", () => {
     const slash = Bun.spawnSync([process.execPath, main, "mcp"], { stdout: "pipe", stderr: "pipe", cwd: "/", stdin: "ignore" });
     expect(slash.exitCode).toBe(2);
     expect(slash.stderr.toString()).toContain("kerncap mcp started in / with no --root");
+    // nor with a root of / in any spelling, nor an empty one (trial 26: --root "$UNSET" in / served the whole machine), nor printed so
+    for (const more of [["--root="], ["--root", ""], ["--root", "."], ["--root", "/"], ["--root", "/tmp/.."], ["--print-config", "cursor"]]) {
+      const r = Bun.spawnSync([process.execPath, main, "mcp", ...more], { stdout: "pipe", stderr: "pipe", cwd: "/", stdin: "ignore" });
+      expect(r.exitCode, more.join(" ")).toBe(2);
+      expect(r.stdout.toString(), more.join(" ")).toBe("");
+    }
     for (const [client, key] of [
       ["claude-desktop", "mcpServers"],
       ["cursor", "mcpServers"],
