@@ -238,7 +238,7 @@ const FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_CODES);
  * `parse(spec)`, or, where it throws the candidate's own fault (a code of CANDIDATE_FAULT_CODES:
  * an empty or malformed patch, a tree holding a link, a config that is not one), the candidate
  * as its refusal (Candidate.refused: never built, its one record an error with that code and
- * message), labelled by its name (a path's last component, a config's words) and identified by
+ * message; a file of it that cannot be read, E_IO, is its E_CANDIDATE), labelled by its name (a path's last component, a config's words) and identified by
  * that name and the refusal. `kind`: the refused candidate's, where the caller knows it (a
  * listed overlay or config); else read from the spec as parseCandidate reads it.
  * @throws KerncapError any other error of parse (E_USAGE: no such file or folder)
@@ -246,7 +246,12 @@ const FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_CODES);
 export function candidateOrRefusal(spec: string, parse: (spec: string) => Candidate, kind?: CandidateKind): Candidate {
   try {
     return parse(spec);
-  } catch (e) {
+  } catch (caught) {
+    // a file of the candidate that cannot be read (another user's 0600 file in a shared candidate folder) is that candidate's fault, not the eval's (trial 26)
+    const e =
+      caught instanceof KerncapError && caught.code === "E_IO"
+        ? new KerncapError("E_CANDIDATE", `candidate ${spec}: ${caught.message}`, { hint: caught.hint ?? "Make its files readable, or leave it out." })
+        : caught;
     if (!(e instanceof KerncapError) || !FAULTS.has(e.code)) throw e;
     const path = resolve(spec);
     const st = lstatSync(path, { throwIfNoEntry: false });

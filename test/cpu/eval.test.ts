@@ -11,7 +11,7 @@ import { describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
-import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
+import { candidateOrRefusal, listedCandidates, materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
 import { copyName, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
 import { BUILD_INPUT, mergeEval, rankedTable, shortReason, summarize, unjudgedLine } from "../../src/eval/report.ts";
 import { runEval } from "../../src/ops/eval.ts";
@@ -983,6 +983,20 @@ test("unfit candidates (nu7 #3: an empty patch, a diff that is none, a tree hold
   expect(by["kernel.cu"]).toMatchObject({ verdict: "match" });
   expect(r.exitCode).toBe(2);
   expect(unjudgedLine(r, "none")).toContain("do not fit the capture's src/");
+  // a candidate holding a file that cannot be read (trial 26: another user's 0600 file in a shared folder) is its own error too
+  const unreadable = candidateOrRefusal(join(d, "closed"), () => {
+    throw new KerncapError("E_IO", `cannot open ${join(d, "closed/kernel.cu")} (permission denied)`);
+  });
+  expect(unreadable.refused).toMatchObject({ code: "E_CANDIDATE", reason: expect.stringContaining("permission denied") });
+  if (process.geteuid?.() !== 0) {
+    mkdirSync(join(d, "closed"));
+    writeFileSync(join(d, "closed/kernel.cu"), "match");
+    chmodSync(join(d, "closed/kernel.cu"), 0o000);
+    const { value: rc } = await quiet(() => runEval(options([cap], [join(d, "closed"), good!])));
+    const byc = Object.fromEntries(rc.records.map((x) => [x.label, x]));
+    expect(byc["closed"]).toMatchObject({ verdict: "error", code: "E_CANDIDATE" });
+    expect(byc["kernel.cu"]).toMatchObject({ verdict: "match" });
+  }
   // the same through --candidate-list
   const list = join(d, "list.json");
   writeFileSync(
