@@ -126,24 +126,21 @@ describe("MCP evaluate's candidates: overlays, not copies of src/", () => {
       });
       expect(bad("outside", (d) => writeFileSync(join(d, "build.sh"), "echo\n")).refused?.reason).toContain("not under src/");
       expect(bad("empty", () => {}).refused?.reason).toContain("holds no files");
+      /** An overlay of one file at `rel` (a listed candidate), materialised: refused with `code`, no copy left. */
+      const refusedOverlay = async (label: string, rel: string, code: string) => {
+        const o = join(tempDir(), label);
+        mkdirSync(join(o, dirname(rel)), { recursive: true });
+        writeFileSync(join(o, rel), "//\n");
+        const list = join(dirname(o), "list.json");
+        writeFileSync(list, JSON.stringify({ candidates: [{ label, overlay: o }] }));
+        const dest = join(tempDir(), "copy");
+        await expect(materialise(cap, listedCandidates(list)[0]!, dest)).rejects.toMatchObject({ code });
+        expect(existsSync(dest)).toBe(false);
+      };
       // a path no candidate may write (a list not made by the MCP): refused when its build starts, before any copy
-      const sh = join(tempDir(), "sh");
-      mkdirSync(join(sh, "src"), { recursive: true });
-      writeFileSync(join(sh, "src/run.sh"), "echo hi\n");
-      const shList = join(dirname(sh), "list.json");
-      writeFileSync(shList, JSON.stringify({ candidates: [{ label: "sh", overlay: sh }] }));
-      const shDest = join(tempDir(), "copy");
-      expect(materialise(cap, listedCandidates(shList)[0]!, shDest)).rejects.toMatchObject({ code: "E_NOT_SOURCE" });
-      expect(existsSync(shDest)).toBe(false);
+      await refusedOverlay("sh", "src/run.sh", "E_NOT_SOURCE");
       // a file written where src/ holds a file as a folder: refused, its copy removed
-      const under = join(tempDir(), "under");
-      mkdirSync(join(under, "src/kernel.cu"), { recursive: true });
-      writeFileSync(join(under, "src/kernel.cu/x.cu"), "//\n");
-      const underList = join(dirname(under), "list.json");
-      writeFileSync(underList, JSON.stringify({ candidates: [{ label: "u", overlay: under }] }));
-      const underDest = join(tempDir(), "copy");
-      expect(materialise(cap, listedCandidates(underList)[0]!, underDest)).rejects.toMatchObject({ code: "E_CANDIDATE" });
-      expect(existsSync(underDest)).toBe(false);
+      await refusedOverlay("u", "src/kernel.cu/x.cu", "E_CANDIDATE");
     } finally {
       rmSync(folder, { recursive: true, force: true });
     }
