@@ -21,17 +21,20 @@
 # src/env.ts captureLibraryEnv): CUDA_INJECTION64_PATH and LD_PRELOAD, KERNCAP_OUT (a fresh folder
 # with kernel/ and memory/), KERNCAP_MODE, KERNCAP_CUPTI_PATH, and for `run` KERNCAP_KERNEL (a regex
 # that matches no kernel) and KERNCAP_DISPATCH=0.
-# FLOORS (default "launch"; "" for none) adds CUPTI's own floor, injected the same way: an injection
-# library whose CUPTI callback does nothing (c/test/cupti_floor.c), with the launch callbacks
-# enabled ("launch"), every driver API callback ("driver") or none ("none"). The library's own work
-# is its figure minus the floor's.
+# FLOORS (default "launch list run"; "" for none) adds CUPTI's own floor, injected the same way: an
+# injection library whose CUPTI callback does nothing (c/test/cupti_floor.c), with the launch
+# callbacks enabled ("launch"), exactly the callbacks the library enables in `list` or in `run`
+# ("list", "run": c/cuda/kc_callbacks.h), every driver API callback ("driver") or none ("none").
+# The library's own work in a mode is its figure minus that mode's floor.
+# PIN (default none): a CPU list for taskset; every run, bare included, is pinned to it (the
+# scheduler moving the launching thread between cores is one source of the rounds' spread).
 # Rounds: RUNS (default 5); each round runs every configuration once, bare included, starting one
 # further along the list each round (so no configuration always follows the same one). BUDGET_S
 # (default 0: none): no round starts once the rounds so far (of every application) plus one more
 # would pass it (the figures then say how many rounds they hold). The last line gives the seconds
 # the runs took (one run is about 1 s of loop plus CUDA's start: RUNS x configurations runs).
 # Prints each run, then per application and configuration the median loop time, the overhead per
-# launch in µs, the ratio of the medians to the bare median, and the median (min-max) of the
+# launch in µs, the ratio of the medians to the bare median, the ratio of the fastest rounds, and the median (min-max) of the
 # per-round ratios (each run over the same round's bare run: the drift of the machine between
 # rounds cancels), with the targets: list <= 1.10, run <= 1.02. Needs an NVIDIA GPU, nvcc, gcc
 # and libcupti; fails with a message when one is missing.
@@ -43,7 +46,8 @@ TORCH_LAUNCHES="${TORCH_LAUNCHES:-30000}"
 RUNS="${RUNS:-5}"
 APPS="${APPS:-cuda torch}"
 MODES="${MODES:-list run}"
-FLOORS="${FLOORS-launch}"
+FLOORS="${FLOORS-launch list run}"
+PIN="${PIN:-}"
 BUDGET_S="${BUDGET_S:-0}"
 read -r -a base_libs <<<"${BASELINE_LIBS:-${1:-${BASELINE_LIB:-}}}"
 [ ${#base_libs[@]} -eq 0 ] && [ -f .carry/baseline/libkerncap_cuda.so ] && base_libs=(.carry/baseline/libkerncap_cuda.so)
@@ -55,7 +59,13 @@ command -v gcc >/dev/null || die "gcc not found (it builds the CUPTI floor libra
 for l in "${base_libs[@]}"; do [ -f "$l" ] || die "no baseline library at $l"; done
 [ -f "$new_lib" ] || die "no $new_lib: run bash scripts/build-c.sh first"
 for m in $MODES; do case $m in list | run) ;; *) die "unknown mode $m (MODES: list run)" ;; esac; done
-for f in $FLOORS; do case $f in launch | driver | none) ;; *) die "unknown floor $f (FLOORS: launch driver none)" ;; esac; done
+for f in $FLOORS; do case $f in launch | list | run | driver | none) ;; *) die "unknown floor $f (FLOORS: launch list run driver none)" ;; esac; done
+pin=()
+if [ -n "$PIN" ]; then
+  command -v taskset >/dev/null || die "PIN=$PIN needs taskset (util-linux)"
+  taskset -c "$PIN" true || die "taskset -c $PIN failed: PIN is a CPU list such as 2 or 2,3"
+  pin=(taskset -c "$PIN")
+fi
 new_lib=$(realpath "$new_lib")
 cuda_home="${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}"
 cupti="${KERNCAP_CUPTI_PATH:-$(find -L "$cuda_home" \( -name 'libcupti.so' -o -name 'libcupti.so.[0-9]*' \) 2>/dev/null | sort | head -1)}"
@@ -106,7 +116,7 @@ EOF
 if [ -n "$FLOORS" ]; then
   inc=()
   for d in "$cuda_home/include" "$cuda_home/extras/CUPTI/include" "$cuda_home"/targets/*/include; do [ -d "$d" ] && inc+=("-I$d"); done
-  gcc -O2 -shared -fPIC "${inc[@]}" -o "$work/libcupti_floor.so" c/test/cupti_floor.c -ldl || die "gcc could not build c/test/cupti_floor.c (the CUPTI headers: set CUDA_HOME)"
+  gcc -O2 -shared -fPIC -Ic/cuda "${inc[@]}" -o "$work/libcupti_floor.so" c/test/cupti_floor.c -ldl || die "gcc could not build c/test/cupti_floor.c (the CUPTI headers: set CUDA_HOME)"
 fi
 apps=()
 for a in $APPS; do
@@ -128,7 +138,7 @@ launches_of() { case $1 in cuda) echo "$LAUNCHES" ;; torch) echo "$TORCH_LAUNCHE
 run_one() {
   local app=$1 lib=$2 mode=$3 out
   if [ -z "$lib" ]; then
-    $(app_cmd "$app") || die "$app failed bare (no GPU?)"
+    "${pin[@]}" $(app_cmd "$app") || die "$app failed bare (no GPU?)"
     return
   fi
   out=$(mktemp -d "$work/out-XXXXXX")
@@ -139,7 +149,7 @@ run_one() {
     list) sel=(KERNCAP_MODE=list) ;;
     floor-*) sel=(KC_FLOOR="${mode#floor-}") ;;
   esac
-  env CUDA_INJECTION64_PATH="$lib" LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" KERNCAP_OUT="$out" "${sel[@]}" \
+  "${pin[@]}" env CUDA_INJECTION64_PATH="$lib" LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" KERNCAP_OUT="$out" "${sel[@]}" \
     KERNCAP_CUPTI_PATH="$cupti" $(app_cmd "$app") || die "$app failed under $lib ($mode)"
   if compgen -G "$out/error.*.txt" >/dev/null; then die "the library failed under $lib ($mode): $(cat "$out"/error.*.txt)"; fi
   [ -e "$out/raw.json" ] && die "$lib ($mode) captured a launch: the --kernel regex was meant to match none"
@@ -202,10 +212,20 @@ for app in "${apps[@]}"; do
     lo=$(tr ' ' '\n' <<<"${ratios[$app,$c]}" | grep . | sort -g | head -1)
     hi=$(tr ' ' '\n' <<<"${ratios[$app,$c]}" | grep . | sort -g | tail -1)
     case $mode in list) target=1.10 ;; run) target=1.02 ;; *) target= ;; esac
-    awk -v a="$bare" -v m="$m" -v n="$nl" -v l="$label $mode" -v t="$target" -v pr="$pr" -v lo="$lo" -v hi="$hi" -v lib="$lib" 'BEGIN {
+    fast=$(tr ' ' '\n' <<<"${times[$app,$c]}" | grep . | sort -g | head -1)
+    fast_bare=$(tr ' ' '\n' <<<"${times[$app,bare||]}" | grep . | sort -g | head -1)
+    awk -v a="$bare" -v m="$m" -v n="$nl" -v l="$label $mode" -v t="$target" -v pr="$pr" -v lo="$lo" -v hi="$hi" -v lib="$lib" -v f="$fast" -v fb="$fast_bare" 'BEGIN {
       r = m / a
       verdict = t == "" ? "" : sprintf(" [target <= %s] %s", t, (r <= t + 0 ? "ok" : "OVER"))
-      printf "  %-24s %.3f s  %.3f us/launch  overhead %+.3f us/launch  ratio %.4f  per-round ratio %.4f (%.4f-%.4f)%s  (%s)\n", l, m / 1e9, m / 1e3 / n, (m - a) / 1e3 / n, r, pr, lo, hi, verdict, lib
+      printf "  %-24s %.3f s  %.3f us/launch  overhead %+.3f us/launch  ratio %.4f  per-round ratio %.4f (%.4f-%.4f)  fastest rounds %.4f%s  (%s)\n", l, m / 1e9, m / 1e3 / n, (m - a) / 1e3 / n, r, pr, lo, hi, f / fb, verdict, lib
+    }'
+  done
+  # the library's own work in a mode: its figure over CUPTI's floor with the same callbacks enabled
+  for mode in list run; do
+    fl="cupti|$work/libcupti_floor.so|floor-$mode"
+    [ -n "${times[$app,$fl]:-}" ] && [ -n "${times[$app,now|$new_lib|$mode]:-}" ] || continue
+    awk -v m="$(median "${times[$app,now|$new_lib|$mode]}")" -v f="$(median "${times[$app,$fl]}")" -v n="$nl" -v mode="$mode" 'BEGIN {
+      printf "  %s, the library over CUPTI'"'"'s floor with the same callbacks: %+.3f us/launch, ratio %.4f\n", mode, (m - f) / 1e3 / n, m / f
     }'
   done
 done

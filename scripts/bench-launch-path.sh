@@ -35,7 +35,7 @@ gcc -O2 "${inc[@]}" -o "$work/launch_main" c/test/launch_main.c -L"$work" -l:lib
   die "gcc failed (c/test/launch_main.c; the CUDA headers: set CUDA_HOME)"
 if [ "${FLOOR:-1}" != 0 ]; then
   mkdir -p "$work/floor"
-  gcc -O2 -shared -fPIC "${inc[@]}" -o "$work/floor/libcupti_floor.so" c/test/cupti_floor.c -ldl || die "gcc failed (c/test/cupti_floor.c)"
+  gcc -O2 -shared -fPIC -Ic/cuda "${inc[@]}" -o "$work/floor/libcupti_floor.so" c/test/cupti_floor.c -ldl || die "gcc failed (c/test/cupti_floor.c)"
   libs=("$work/floor/libcupti_floor.so" "${libs[@]}")
 fi
 

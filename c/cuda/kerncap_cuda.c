@@ -22,7 +22,7 @@
  *          headers kc_symbols.h (a module's data symbols) and kc_fatbin.h (the app's fatbin around a
  *          loaded cubin, kept for its PTX); over c/common/ (shared with the HSA library: the settings,
  *          the census, the matcher, the process of a job, the raw writer, the log). All state in
- *          `kc` (c/cuda/kc_state.h). Three X-macro lists of driver callbacks (KC_LAUNCH_CALLBACKS,
+ *          `kc` (c/cuda/kc_state.h). Three X-macro lists of driver callbacks (c/cuda/kc_callbacks.h: KC_LAUNCH_CALLBACKS,
  *          KC_DRIVER_CALLBACKS, and KC_CAPTURE_CALLBACKS that only `run` enables) serve both the
  *          subscription and the dispatch.
  * Threads: CUPTI calls the callback on whichever application thread made the CUDA call; kc.mu
@@ -512,47 +512,8 @@ static void on_module_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   tl.loaded = 0;
 }
 
-/* The driver API callbacks whose handlers run without kc.mu (they take it when they need it): the
- * launches, and what keeps the launch path's caches right (stream captures, unloads). */
-#define KC_LAUNCH_CALLBACKS(X)                                                                             \
-  X(cuLaunchKernel, on_launch) X(cuLaunchKernel_ptsz, on_launch) X(cuLaunchKernelEx, on_launch)            \
-  X(cuLaunchKernelEx_ptsz, on_launch) X(cuLaunchCooperativeKernel, on_launch)                              \
-  X(cuLaunchCooperativeKernel_ptsz, on_launch)                                                             \
-  X(cuStreamBeginCapture, on_stream_capture) X(cuStreamBeginCapture_ptsz, on_stream_capture)               \
-  X(cuStreamBeginCapture_v2, on_stream_capture) X(cuStreamBeginCapture_v2_ptsz, on_stream_capture)         \
-  X(cuStreamBeginCaptureToGraph, on_stream_capture) X(cuStreamBeginCaptureToGraph_ptsz, on_stream_capture) \
-  X(cuStreamCreateForCaptureToCig, on_stream_capture)                                                      \
-  X(cuStreamEndCapture, on_stream_capture) X(cuStreamEndCapture_ptsz, on_stream_capture)                   \
-  X(cuModuleUnload, on_unload) X(cuLibraryUnload, on_unload) X(cuCtxDestroy, on_unload)                    \
-  X(cuCtxDestroy_v2, on_unload) X(cuDevicePrimaryCtxRelease, on_unload)                                    \
-  X(cuDevicePrimaryCtxRelease_v2, on_unload) X(cuDevicePrimaryCtxReset, on_unload)                         \
-  X(cuDevicePrimaryCtxReset_v2, on_unload) X(cuGreenCtxDestroy, on_unload)
-
-/* The driver API callbacks both modes enable besides the launches, with their handler (run with
- * kc.mu held): a graph launch counts its kernel nodes, which instantiation and updates name. */
-#define KC_DRIVER_CALLBACKS(X)                                                                             \
-  X(cuGraphLaunch, kc_on_graph) X(cuGraphLaunch_ptsz, kc_on_graph) X(cuGraphInstantiate, kc_on_graph)      \
-  X(cuGraphInstantiate_v2, kc_on_graph) X(cuGraphInstantiateWithFlags, kc_on_graph)                        \
-  X(cuGraphInstantiateWithParams, kc_on_graph) X(cuGraphInstantiateWithParams_ptsz, kc_on_graph)           \
-  X(cuGraphExecUpdate, kc_on_graph_node_update) X(cuGraphExecUpdate_v2, kc_on_graph_node_update)           \
-  X(cuGraphNodeSetEnabled, kc_on_graph_node_update)
-
-/* The driver API callbacks only a capture needs (`run`; `list` enables none of them, so an
- * application's allocations and module loads cost it nothing): the allocation table the snapshot
- * reads, the module images, a graph node's new parameters. Run with kc.mu held. */
-#define KC_CAPTURE_CALLBACKS(X)                                                                            \
-  X(cuMemAlloc_v2, on_memory) X(cuMemAllocPitch_v2, on_memory) X(cuMemAllocManaged, on_memory)             \
-  X(cuMemAllocAsync, on_memory) X(cuMemAllocAsync_ptsz, on_memory) X(cuMemAllocFromPoolAsync, on_memory)   \
-  X(cuMemAllocFromPoolAsync_ptsz, on_memory) X(cuMemHostAlloc, on_memory) X(cuMemHostAlloc_v2, on_memory) \
-  X(cuMemHostRegister, on_memory) X(cuMemHostRegister_v2, on_memory) X(cuMemMap, on_memory)               \
-  X(cuMemUnmap, on_memory) X(cuMemFree_v2, on_memory) X(cuMemFreeAsync, on_memory)                         \
-  X(cuMemFreeAsync_ptsz, on_memory) X(cuMemFreeHost, on_memory) X(cuMemHostUnregister, on_memory)          \
-  X(cuModuleLoad, on_module_api) X(cuModuleLoadData, on_module_api) X(cuModuleLoadDataEx, on_module_api)   \
-  X(cuModuleLoadFatBinary, on_module_api) X(cuLibraryLoadData, on_module_api)                              \
-  X(cuLibraryLoadFromFile, on_module_api)                                                                  \
-  X(cuGraphExecKernelNodeSetParams_v2, kc_on_graph_node_update) X(cuGraphExecKernelNodeSetParams, kc_on_graph_node_update) \
-  X(cuGraphExecNodeSetParams, kc_on_graph_node_update) X(cuGraphExecMemcpyNodeSetParams, kc_on_graph_node_update)           \
-  X(cuGraphExecMemsetNodeSetParams, kc_on_graph_node_update) X(cuGraphExecChildGraphNodeSetParams, kc_on_graph_node_update)
+/* The callback lists (KC_LAUNCH_CALLBACKS, KC_DRIVER_CALLBACKS, KC_CAPTURE_CALLBACKS): c/cuda/kc_callbacks.h */
+#include "kc_callbacks.h"
 
 static void CUPTIAPI callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *data) {
   (void)ud;

@@ -46,11 +46,11 @@ function driverCbidNames(): Map<number, string> {
   return names;
 }
 
-/** The entries X(name, handler) of one X-macro list of kerncap_cuda.c. */
+/** The entries X(name, handler) of one X-macro list of c/cuda/kc_callbacks.h. */
 function xList(list: string): string[] {
-  const src = readFileSync(join(ROOT, "c/cuda/kerncap_cuda.c"), "utf8");
+  const src = readFileSync(join(ROOT, "c/cuda/kc_callbacks.h"), "utf8");
   const at = src.indexOf(`#define ${list}(X)`);
-  if (at < 0) throw new Error(`${list} not in c/cuda/kerncap_cuda.c`);
+  if (at < 0) throw new Error(`${list} not in c/cuda/kc_callbacks.h`);
   const body = src.slice(at).split("\n");
   const lines: string[] = [];
   for (const l of body) {
@@ -121,10 +121,15 @@ function drive(mode: "list" | "run", args: string[]): { out: string; stdout: str
 
 /** The callbacks enabled in `mode`: driver API callbacks by name, resource callbacks by id. */
 function enabled(mode: "list" | "run"): { driver: Set<string>; resource: Set<number> } {
+  return enabledIn(drive(mode, ["cbids", "-"]).stdout);
+}
+
+/** launch_main's `cbids` lines ("DOMAIN CBID"), driver callbacks by name and resource callbacks by id. */
+function enabledIn(stdout: string): { driver: Set<string>; resource: Set<number> } {
   const names = driverCbidNames();
   const driver = new Set<string>();
   const resource = new Set<number>();
-  for (const l of drive(mode, ["cbids", "-"]).stdout.split("\n").filter(Boolean)) {
+  for (const l of stdout.split("\n").filter(Boolean)) {
     const [dom, id] = l.split(" ").map(Number) as [number, number];
     if (dom === DRIVER) driver.add(names.get(id) ?? `cbid ${id}`);
     else if (dom === RESOURCE) resource.add(id);
@@ -210,6 +215,32 @@ describe.skipIf(!ready)("the capture library's counting path", () => {
       "cuGetProcAddress",
     ];
     for (const n of neighbours) expect(run.driver.has(n) || list.driver.has(n), `${n} enabled`).toBe(false);
+  });
+
+  test("CUPTI's floor in `list` and `run` enables exactly the library's callbacks of that mode", () => {
+    // scripts/bench-launch-overhead.sh subtracts these floors from the library's figures: a floor with
+    // a shorter list would charge the library for CUPTI's work
+    const floor = join(tmp, "libcupti_floor.so");
+    const cc = Bun.spawnSync(
+      ["gcc", "-O1", "-shared", "-fPIC", `-I${join(ROOT, "c/cuda")}`, ...INC.map((d) => `-I${d}`), "-o", floor, join(ROOT, "c/test/cupti_floor.c"), "-ldl"],
+      {
+        stderr: "pipe",
+      },
+    );
+    expect(cc.exitCode, cc.stderr.toString()).toBe(0);
+    for (const mode of ["list", "run"] as const) {
+      const p = Bun.spawnSync([join(tmp, "launch_main"), floor, "cbids", "-"], {
+        env: { PATH: process.env.PATH ?? "", LD_LIBRARY_PATH: tmp, KERNCAP_CUPTI_PATH: join(tmp, "libcupti.so"), KC_FLOOR: mode },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      const got = enabledIn(p.stdout.toString());
+      const lib = enabled(mode);
+      expect([...got.driver].sort(), mode).toEqual([...lib.driver].sort());
+      expect([...got.resource].sort(), mode).toEqual([...lib.resource].sort());
+      expect(got.driver.size).toBeGreaterThan(10);
+    }
   });
 
   test("the kernel-name regexes run once per kernel name, not per launch; every launch is counted", () => {
