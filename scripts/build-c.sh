@@ -42,8 +42,8 @@ gcc -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibi
 mv "$timer.tmp" "$timer"
 echo "build-c: $timer"
 # the confined build's sandbox (c/common/kc_confine.c: Landlock and a namespace tree; src/frontends/sandbox.ts),
-# a program kerncap runs build.sh through; libc only
+# a program kerncap runs build.sh through; linked statically (libc only), so that it runs on any glibc kerncap runs on
 confine=c/build/kerncap-confine
-gcc -O2 -g -std=gnu11 -Wall -Wextra -include c/common/kc_glibc.h -o "$confine.tmp" c/common/kc_confine.c
+gcc -O2 -s -static -std=gnu11 -Wall -Wextra -o "$confine.tmp" c/common/kc_confine.c
 mv "$confine.tmp" "$confine"
 echo "build-c: $confine"

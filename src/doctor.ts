@@ -29,7 +29,7 @@ import {
 } from "./native/libcuda.ts";
 import { findNsightTool } from "./profile/ncu.ts";
 import { frontends } from "./frontends/index.ts";
-import { confinementFor, sandboxSupport } from "./frontends/sandbox.ts";
+import { machineConfinement, sandboxSupport } from "./frontends/sandbox.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -257,7 +257,7 @@ export function checkAslr(procFile = "/proc/sys/kernel/randomize_va_space"): Che
  * (warn: a build can still learn whether a path exists, one bit per build).
  */
 export function checkConfinedBuild(): Check {
-  const c = confinementFor("cuda");
+  const c = machineConfinement();
   const s = sandboxSupport();
   const abi = s ? `Landlock ABI ${s.abi || "none"}` : "kerncap-confine did not run";
   const fix =

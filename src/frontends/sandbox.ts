@@ -62,17 +62,24 @@ export function overrideSandboxSupport(s: SandboxSupport | null | undefined): vo
 }
 
 /**
+ * The confinement a sandboxed confined build gets on this machine: the namespace tree (with
+ * Landlock where the kernel has it), Landlock alone, or none (`scan`).
+ */
+export function machineConfinement(): Confinement {
+  const s = sandboxSupport();
+  if (!s) return "scan";
+  if (s.hide) return "namespace";
+  return s.abi >= 1 ? "landlock" : "scan";
+}
+
+/**
  * The confinement a confined build of a `frontend` capture gets on this machine. Only CUDA's
  * build.sh runs in the sandbox (nvcc and the host compiler, whose folders are known); a Triton
  * build (run confined only with --trust-builds) imports Python packages from wherever they are
  * installed, so it is confined by the scan alone.
  */
 export function confinementFor(frontend: string): Confinement {
-  if (frontend !== "cuda") return "scan";
-  const s = sandboxSupport();
-  if (!s) return "scan";
-  if (s.hide) return "namespace";
-  return s.abi >= 1 ? "landlock" : "scan";
+  return frontend === "cuda" ? machineConfinement() : "scan";
 }
 
 /** Folders of the system a build reads and runs programs from (missing ones are skipped; /bin, /lib… may be links into /usr). */
