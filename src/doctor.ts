@@ -16,7 +16,7 @@ import { findCupti } from "./native/libcupti-search.ts";
 import { privateFolderRisk, fallbackCacheDir, preferredCacheDir, privateTempFolder } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
-import { libcudaOverride } from "./env.ts";
+import { libcudaOverride, sandboxOff } from "./env.ts";
 import {
   countDevices,
   describeLibcudaSearch,
@@ -259,6 +259,13 @@ export function checkAslr(procFile = "/proc/sys/kernel/randomize_va_space"): Che
 export function checkConfinedBuild(): Check {
   const c = machineConfinement();
   const s = sandboxSupport();
+  if (sandboxOff())
+    return {
+      id: "confined-build",
+      status: "warn",
+      detail: "scan: KERNCAP_SANDBOX=0 turns the sandbox off; a confined build can learn whether a path exists (one bit per build)",
+      fix: "Unset KERNCAP_SANDBOX.",
+    };
   const abi = s ? `Landlock ABI ${s.abi || "none"}` : "kerncap-confine did not run";
   const fix =
     "Let unprivileged processes make user namespaces (Ubuntu 24.04: sysctl kernel.apparmor_restrict_unprivileged_userns=0; others: kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0), or run kerncap mcp where they can.";

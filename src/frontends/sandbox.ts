@@ -19,6 +19,7 @@ import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
 import confineFile from "../../c/build/kerncap-confine" with { type: "file" };
 import { cachedFolder } from "../cache.ts";
+import { sandboxOff } from "../env.ts";
 import { findNvcc } from "./cuda/nvcc.ts";
 
 /** Which confinement a confined build gets here: the namespace tree (with Landlock where the kernel has it), Landlock alone, or the source scan and dependency list alone. */
@@ -63,9 +64,10 @@ export function overrideSandboxSupport(s: SandboxSupport | null | undefined): vo
 
 /**
  * The confinement a sandboxed confined build gets on this machine: the namespace tree (with
- * Landlock where the kernel has it), Landlock alone, or none (`scan`).
+ * Landlock where the kernel has it), Landlock alone, or none (`scan`: also with KERNCAP_SANDBOX=0).
  */
 export function machineConfinement(): Confinement {
+  if (sandboxOff()) return "scan"; // the user's KERNCAP_SANDBOX=0
   const s = sandboxSupport();
   if (!s) return "scan";
   if (s.hide) return "namespace";
