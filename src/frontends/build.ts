@@ -317,7 +317,7 @@ function refuseSandboxFailure(ran: { err: string; code: number }, confinement: C
   const said = ran.err.split("\n").find((l) => l.startsWith("kerncap-confine: "));
   if (!SANDBOX_EXIT_CODES.includes(ran.code) || !said) return;
   throw new KerncapError("E_CONFINED", `the confined build's sandbox (${confinement}) could not be made, so nothing was built: ${said.slice(17)}`, {
-    hint: "kerncap doctor says which sandbox this machine allows; validate on the command line (not confined) builds without one.",
+    hint: "kerncap doctor says which sandbox this machine allows. KERNCAP_SANDBOX=0 in kerncap mcp's environment confines its builds by the source scan alone (an agent can then learn whether a path exists); validate on the command line builds unconfined.",
   });
 }
 

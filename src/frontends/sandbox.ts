@@ -119,9 +119,9 @@ function isToolkit(root: string): boolean {
  * capture (`folder`, read; its build/ written), its private TMPDIR (`tmp`), the captured project's
  * recorded folders and files (`recorded`: ./confine.ts recordedSources), the CUDA toolkit of each
  * nvcc the build may run (NVCC, the first on the build's PATH, findNvcc's, /usr/local/cuda: their
- * bin folders, and the toolkit roots as named and resolved), the host compiler's install when it
- * lies outside /usr (gcc, g++ on PATH: the folder above their bin/), the programs build.sh runs
- * (bash, timeout: their folders when outside /usr), the system's library, program and include
+ * bin folders, and the toolkit roots as named and resolved), the host compiler (gcc, g++, cc, c++ on
+ * PATH, each name with the links it goes through, and its install, the folder above its bin/, when it
+ * lies outside /usr), the programs build.sh runs (bash, timeout: the same, their folders), the system's library, program and include
  * folders (SYSTEM_RO), /etc/ld.so.cache, and /dev/null (written).
  */
 export function sandboxPaths(o: { folder: string; tmp: string; recorded: { roots: string[]; files: string[] }; env: Record<string, string | undefined> }): {
@@ -144,7 +144,9 @@ export function sandboxPaths(o: { folder: string; tmp: string; recorded: { roots
   for (const tool of ["gcc", "g++", "cc", "c++", "bash", "timeout"]) {
     const p = Bun.which(tool, { PATH });
     const r = p ? real(p) : undefined;
-    if (!p || !r || r.startsWith("/usr/")) continue;
+    if (!p || !r) continue;
+    ro.add(p); // the name itself: the links on its way (/usr/bin/c++ -> /etc/alternatives/c++ -> g++) are made again in the tree
+    if (r.startsWith("/usr/")) continue;
     ro.add(dirname(p));
     ro.add(tool === "bash" || tool === "timeout" ? dirname(r) : dirname(dirname(r))); // a compiler's install: its lib/ and libexec/ beside bin/
   }
