@@ -168,6 +168,39 @@ describe.skipIf(!GXX || !NAMESPACE)("a header outside in the sandbox", () => {
   }, 60_000);
 });
 
+describe.skipIf(!GXX)("a sandbox that cannot be made", () => {
+  test("kerncap-confine's own failure (exit 123 and its reason) is E_CONFINED saying so, with KERNCAP_SANDBOX=0 in the hint; nothing was built", async () => {
+    const fake = join(tempDir(), "kerncap-confine");
+    writeFileSync(fake, '#!/bin/sh\necho "kerncap-confine: bind /x: Invalid argument" >&2\nexit 123\n', { mode: 0o755 });
+    overrideSandboxSupport({ helper: fake, abi: 7, hide: true });
+    const dir = join(tempDir(), "cap");
+    await gxxCapture(dir, "int k() { return 2; }\n");
+    try {
+      await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) });
+      throw new Error("built");
+    } catch (e) {
+      if (!isKerncapError(e)) throw e;
+      expect(e.code).toBe("E_CONFINED");
+      expect(e.message).toBe("the confined build's sandbox (namespace) could not be made, so nothing was built: bind /x: Invalid argument");
+      expect(e.hint).toContain("KERNCAP_SANDBOX=0");
+    }
+    expect(existsSync(join(dir, "build/kernel.o"))).toBe(false);
+  });
+
+  test("KERNCAP_SANDBOX=0: the scan alone, whatever the machine allows", () => {
+    const saved = process.env.KERNCAP_SANDBOX;
+    process.env.KERNCAP_SANDBOX = "0";
+    try {
+      overrideSandboxSupport({ helper: "/nonexistent", abi: 7, hide: true });
+      expect(confinementFor("cuda")).toBe("scan");
+    } finally {
+      if (saved === undefined) delete process.env.KERNCAP_SANDBOX;
+      else process.env.KERNCAP_SANDBOX = saved;
+    }
+    expect(confinementFor("cuda")).toBe("namespace");
+  });
+});
+
 describe.skipIf(!NVCC || !NAMESPACE)("a normal confined build in the sandbox", () => {
   test("the demo builds with nvcc under validate --confine --build-only, and the document says which sandbox ran", () => {
     const root = tempDir();
