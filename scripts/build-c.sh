@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the CUDA capture library c/build/libkerncap_cuda.so (and the replay's kernel clock, c/build/libkerncap_timer.so) with gcc against the CUDA headers, from
+# Build the CUDA capture library c/build/libkerncap_cuda.so (and the replay's kernel clock, c/build/libkerncap_timer.so), and the confined build's sandbox program c/build/kerncap-confine, with gcc against the CUDA headers, from
 # its units in c/cuda/ (c/cuda/kerncap_cuda.c says what each holds) and the units it shares with the
 # HSA library in c/common/ (the same list scripts/build-hsa.sh compiles: c/common/units). -fvisibility=hidden: only the injection entry points are
 # exported (test/cpu/c-exports.test.ts). CUDA headers: $CUDA_HOME/include, else
@@ -41,3 +41,9 @@ gcc -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibi
   -include c/common/kc_glibc.h "${inc[@]}" -o "$timer.tmp" c/cuda/kc_timer.c -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
 mv "$timer.tmp" "$timer"
 echo "build-c: $timer"
+# the confined build's sandbox (c/common/kc_confine.c: Landlock and a namespace tree; src/frontends/sandbox.ts),
+# a program kerncap runs build.sh through; linked statically (libc only), so that it runs on any glibc kerncap runs on
+confine=c/build/kerncap-confine
+gcc -O2 -s -static -std=gnu11 -Wall -Wextra -o "$confine.tmp" c/common/kc_confine.c
+mv "$confine.tmp" "$confine"
+echo "build-c: $confine"

@@ -27,3 +27,8 @@ declare module "*.cu" {
   const path: string;
   export default path;
 }
+// the confined build's sandbox program (c/common/kc_confine.c, src/frontends/sandbox.ts), embedded as a file
+declare module "*/kerncap-confine" {
+  const path: string;
+  export default path;
+}

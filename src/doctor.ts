@@ -3,7 +3,8 @@
  * ok / warn / fail / skip with the fix. Facts come from: dlopen of libcuda (cuDriverGetVersion,
  * cuInit, cuDeviceGetCount), the CUPTI search (src/native/libcupti-search.ts), `nvcc --version`, each
  * frontend's own checks (Frontend.doctor: Triton's python3 and its packages), the cache folder
- * (src/cache.ts preferredCacheDir and its TMPDIR fallback, written to), /proc/sys/kernel/randomize_va_space, and with a GPU
+ * (src/cache.ts preferredCacheDir and its TMPDIR fallback, written to), /proc/sys/kernel/randomize_va_space, the confined
+ * build's sandbox (kerncap-confine --probe: src/frontends/sandbox.ts), and with a GPU
  * a VA reservation at an address the driver just handed out (cuMemAddressReserve, as replay does)
  * and a capture + replay of a built-in kernel in child kerncap processes.
  */
@@ -15,7 +16,7 @@ import { findCupti } from "./native/libcupti-search.ts";
 import { privateFolderRisk, fallbackCacheDir, preferredCacheDir, privateTempFolder } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
-import { libcudaOverride } from "./env.ts";
+import { libcudaOverride, sandboxOff } from "./env.ts";
 import {
   countDevices,
   describeLibcudaSearch,
@@ -28,6 +29,7 @@ import {
 } from "./native/libcuda.ts";
 import { findNsightTool } from "./profile/ncu.ts";
 import { frontends } from "./frontends/index.ts";
+import { machineConfinement, sandboxSupport } from "./frontends/sandbox.ts";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 export interface Check {
@@ -250,6 +252,45 @@ export function checkAslr(procFile = "/proc/sys/kernel/randomize_va_space"): Che
 }
 
 /**
+ * The sandbox a confined CUDA build (kerncap mcp's validate, tune, profile, evaluate) runs in here
+ * (src/frontends/sandbox.ts): the namespace tree (ok), Landlock alone or the source scan alone
+ * (warn: a build can still learn whether a path exists, one bit per build).
+ */
+export function checkConfinedBuild(): Check {
+  const c = machineConfinement();
+  const s = sandboxSupport();
+  if (sandboxOff())
+    return {
+      id: "confined-build",
+      status: "warn",
+      detail: "scan: KERNCAP_SANDBOX=0 turns the sandbox off; a confined build can learn whether a path exists (one bit per build)",
+      fix: "Unset KERNCAP_SANDBOX.",
+    };
+  const abi = s ? `Landlock ABI ${s.abi || "none"}` : "kerncap-confine did not run";
+  const fix =
+    "Let unprivileged processes make user namespaces (Ubuntu 24.04: sysctl kernel.apparmor_restrict_unprivileged_userns=0; others: kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0), or run kerncap mcp where they can.";
+  if (c === "namespace")
+    return {
+      id: "confined-build",
+      status: "ok",
+      detail: `namespace: a confined build sees only its sources and the toolchain (${abi}${s?.abi ? " on top" : ""})`,
+    };
+  if (c === "landlock")
+    return {
+      id: "confined-build",
+      status: "warn",
+      detail: `landlock (${abi}): a confined build reads nothing outside, but no user namespace can be made, so it can still learn whether a path exists (one bit per build)`,
+      fix,
+    };
+  return {
+    id: "confined-build",
+    status: "warn",
+    detail: `scan: neither Landlock nor a user namespace (${abi}); a confined build is judged by its source scan and dependency list alone, and can learn whether a path exists (one bit per build)`,
+    fix,
+  };
+}
+
+/**
  * Fixed-VA reservation, as replay does it: cuMemAlloc learns where this driver places device
  * memory, the block is freed, and cuMemAddressReserve must give exactly that address back
  * (Cuda.mapAt). The context is destroyed afterwards.
@@ -382,6 +423,7 @@ export async function runDoctor(o: DoctorOptions = {}): Promise<{ verdict: "ok" 
   checks.push(...frontends().flatMap((f) => f.doctor?.(env) ?? [])); // each frontend's toolchain (Triton: python3, triton, torch)
   checks.push(checkCache(env));
   checks.push(checkAslr());
+  checks.push(checkConfinedBuild());
   if (gpu.status === "ok") {
     checks.push(await checkVaReservation());
     checks.push(o.capture === false ? { id: "capture-replay", status: "skip", detail: "--no-capture" } : checkCaptureReplay(nvccPath, env));

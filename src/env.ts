@@ -35,6 +35,12 @@ export const ENV_VARS = {
       "folder for the files kerncap writes out of its executable (capture library, Triton shim, reproducer templates), each in a content-hashed subfolder; default `$XDG_CACHE_HOME/kerncap`, else `~/.cache/kerncap` (an absolute path: a relative one is refused, a relative `XDG_CACHE_HOME` ignored); when that cannot be written, `$TMPDIR/kerncap-cache-<uid>` is used and said once",
   },
   KERNCAP_CUDA_LIB: { readers: ["kerncap"], setBy: "user", meaning: "path of a libkerncap_cuda.so to inject instead of the embedded one" },
+  KERNCAP_SANDBOX: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning:
+      "`0`: a confined build runs without the sandbox (src/frontends/sandbox.ts), judged by its source scan and dependency list alone, which leaves an agent one bit per build (whether a path exists); for a toolchain the sandbox does not hold (kerncap doctor: confined-build)",
+  },
   KERNCAP_CUPTI_PATH: {
     readers: ["kerncap", "CUDA library"],
     setBy: "user",
@@ -190,6 +196,8 @@ const flag = (name: EnvName, env: Env = process.env): boolean => env[name] === "
 export const cacheOverride = (env?: Env) => readEnv("KERNCAP_CACHE", env);
 /** $KERNCAP_CUDA_LIB: a capture library to inject instead of the embedded one. */
 export const cudaLibOverride = (env?: Env) => readEnv("KERNCAP_CUDA_LIB", env);
+/** $KERNCAP_SANDBOX=0: confined builds without the sandbox (src/frontends/sandbox.ts). */
+export const sandboxOff = (env?: Env) => readEnv("KERNCAP_SANDBOX", env) === "0";
 /** $KERNCAP_CUPTI_PATH: the libcupti to use (authoritative: src/native/libcupti-search.ts). */
 export const cuptiOverride = (env?: Env) => readEnv("KERNCAP_CUPTI_PATH", env);
 /** $KERNCAP_LIBCUDA: libcuda searched first. */

@@ -155,6 +155,8 @@ const Rebuild = v.object({
   seconds: v.number(),
   builder: v.optional(v.picklist(["build.sh", "pruned"])),
   steps: v.optional(BuildSteps),
+  /** A confined build's sandbox (--confine only; src/frontends/sandbox.ts): the namespace tree (with Landlock where the kernel has it), Landlock alone, or the source scan and dependency list alone. */
+  confinement: v.optional(v.picklist(["namespace", "landlock", "scan"])),
   /** The rebuilt kernel's registers per thread and stack frame bytes per thread (the module's .nv.info), and the captured module's; null where a module does not say. */
   registers: v.optional(v.nullable(v.number())),
   stackFrameBytes: v.optional(v.nullable(v.number())),

@@ -19,7 +19,8 @@ import { EXPORT_FILE } from "../format/file-names.ts";
 import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
-import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads } from "./confine.ts";
+import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads, recordedSources } from "./confine.ts";
+import { confinementFor, SANDBOX_EXIT_CODES, sandboxedArgv, sandboxPaths, type Confinement } from "./sandbox.ts";
 import { assertNoProbes, includesNaming } from "./confine-sources.ts";
 
 export interface BuildOptions {
@@ -286,13 +287,38 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // in it when the private copy's path holds a space (TMPDIR's), and the list names the files through them
   const tmp = privateTempFolder("kerncap-tmp-");
   try {
+    // confined: in the sandbox where the kernel has one (./sandbox.ts: a tree of only what the build needs, Landlock),
+    // so that the preprocessor cannot even learn whether a path outside exists; the scan and the list judge it too
+    const confinement = o.confine ? confinementFor(o.confine.kernel.frontend) : undefined;
+    const run =
+      o.confine && confinement && confinement !== "scan"
+        ? sandboxedArgv(argv, confinement, sandboxPaths({ folder: staged.folder, tmp, recorded: recordedSources(dir, o.confine), env }))
+        : argv;
     // the private folder as the working folder: nvcc's LD_LIBRARY_PATH ends in an empty entry (the
     // working folder), so it must hold nothing of the capture's but the copies and src/
-    const ran = await runBuildCommand(argv, staged.folder, env, o.signal, { tmp });
-    return judgeBuildSh(dir, staged, o, ran, { t0, depsFile, limited, tmp });
+    const ran = await runBuildCommand(run, staged.folder, env, o.signal, { tmp });
+    if (run !== argv) refuseSandboxFailure(ran, confinement!);
+    return judgeBuildSh(dir, staged, o, ran, { t0, depsFile, limited, tmp, sandboxed: run !== argv });
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/** What a sandboxed build's hint adds to a preprocessor's failure: a file outside is not found there. */
+const SANDBOX_SEES =
+  "A confined build runs in a sandbox that holds only src/, the captured project's folders and the toolchain: a file elsewhere is not found there (kerncap doctor: confined-build).";
+
+/**
+ * A sandboxed build whose sandbox could not be made (kerncap-confine's own exit codes and its
+ * message): nothing of the build ran.
+ * @throws KerncapError E_CONFINED naming kerncap-confine's reason (its own words, kerncap's paths)
+ */
+function refuseSandboxFailure(ran: { err: string; code: number }, confinement: Confinement): void {
+  const said = ran.err.split("\n").find((l) => l.startsWith("kerncap-confine: "));
+  if (!SANDBOX_EXIT_CODES.includes(ran.code) || !said) return;
+  throw new KerncapError("E_CONFINED", `the confined build's sandbox (${confinement}) could not be made, so nothing was built: ${said.slice(17)}`, {
+    hint: "kerncap doctor says which sandbox this machine allows. KERNCAP_SANDBOX=0 in kerncap mcp's environment confines its builds by the source scan alone (an agent can then learn whether a path exists); validate on the command line builds unconfined.",
+  });
 }
 
 /**
@@ -305,7 +331,7 @@ function judgeBuildSh(
   staged: StagedBuild,
   o: BuildOptions,
   ran: { out: string; err: string; code: number },
-  b: { t0: number; depsFile: string; limited: boolean; tmp: string },
+  b: { t0: number; depsFile: string; limited: boolean; tmp: string; sandboxed: boolean },
 ): { module: string; seconds: number } {
   const { unstage } = staged;
   const { t0, depsFile, limited } = b;
@@ -327,9 +353,11 @@ function judgeBuildSh(
     // #include was called a confinement breach, with no message); for an agent, or with none such, it is refused
     const preprocessorErrors =
       o.userReadsMessages && !deps && code !== 0 ? captureDiagnostics(dir, `${err}\n${out}`).filter((l) => /: (?:fatal |catastrophic )?error: /.test(l)) : [];
+    // in the sandbox a file outside is not there at all: an #include of one is "not found", said so
+    const unseen = b.sandboxed ? ` ${SANDBOX_SEES}` : "";
     if (preprocessorErrors.length)
       throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${preprocessorErrors.slice(-30).join("\n")}`, {
-        hint: buildFailureHint(code, `${err}\n${out}`),
+        hint: buildFailureHint(code, `${err}\n${out}`) + unseen,
       });
     if (!deps)
       throw new KerncapError(
@@ -338,7 +366,7 @@ function judgeBuildSh(
         {
           hint:
             code !== 0
-              ? "The build stopped before its dependency list (an error in the preprocessor: #error, an #include not found); check the #include and #if lines of the edit, or validate on the command line to see the compiler's messages."
+              ? `The build stopped before its dependency list (an error in the preprocessor: #error, an #include not found); check the #include and #if lines of the edit, or validate on the command line to see the compiler's messages.${unseen}`
               : "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line.",
         },
       );

@@ -67,15 +67,11 @@ export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText:
  * its projectRoot and referencedOutsideRoot widen nothing (a trial's named /home/victim).
  */
 export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: string) => boolean {
-  const theirs = "kernel" in m && receivedReasons(dir, m as Manifest).length > 0;
-  const cuda = (theirs ? {} : (m.source?.cuda ?? {})) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
   // of the capture, its sources only: build/ holds what earlier builds wrote (a log that quotes the files a refused
   // build read), which an #include of it would hand back in the compiler's messages (a trial's two-step read)
-  const roots = [real(resolve(dir, "src"))];
-  if (typeof cuda.projectRoot === "string" && isAbsolute(cuda.projectRoot) && cuda.projectRoot !== "/") roots.push(real(cuda.projectRoot));
-  const files = new Set(
-    Array.isArray(cuda.referencedOutsideRoot) ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string").map(real) : [],
-  );
+  const recorded = recordedSources(dir, m);
+  const roots = [real(resolve(dir, "src")), ...recorded.roots];
+  const files = new Set(recorded.files);
   let nvcc: string | undefined;
   try {
     nvcc = findNvcc();
@@ -87,6 +83,21 @@ export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: 
     const p = real(path);
     return roots.some((r) => under(p, r)) || files.has(p) || toolchain(p);
   };
+}
+
+/**
+ * What a confined build may read of the captured project, outside the capture (links resolved):
+ * `roots`, source.cuda.projectRoot (absolute, not `/`), and `files`, source.cuda.referencedOutsideRoot;
+ * none for a received capture (its manifest is the sender's: a trial's named /home/victim).
+ */
+export function recordedSources(dir: string, m: Pick<Manifest, "source">): { roots: string[]; files: string[] } {
+  const theirs = "kernel" in m && receivedReasons(dir, m as Manifest).length > 0;
+  const cuda = (theirs ? {} : (m.source?.cuda ?? {})) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
+  const roots = typeof cuda.projectRoot === "string" && isAbsolute(cuda.projectRoot) && cuda.projectRoot !== "/" ? [real(cuda.projectRoot)] : [];
+  const files = Array.isArray(cuda.referencedOutsideRoot)
+    ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string" && isAbsolute(f)).map(real)
+    : [];
+  return { roots, files };
 }
 
 /** EDG (nvcc's front end: `f.cu(12): error: …`) and GCC (`f.cu:12:5: error: …`) diagnostics. */

@@ -10,6 +10,7 @@
  * One validate costs about the build plus the launches and compare, not build + context +
  * restore: the replay's set-up runs while the reproducer builds.
  */
+import { confinementFor, type Confinement } from "../frontends/sandbox.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { OpenedCapture } from "../format/capture-dir.ts";
@@ -30,8 +31,11 @@ import { describeResources, moduleResources, type ModuleResources } from "../reb
 export { describeResources, moduleResources, type ModuleResources };
 
 /** The replay result, with what the rebuild took and what the replay added after it. */
+/** A confined build's sandbox, said with its rebuild (--confine only: src/frontends/sandbox.ts). */
+type ConfinedRebuild = { confinement?: Confinement };
+
 export interface ValidateResult extends ReplayResult {
-  rebuild: Rebuilt & ModuleResources;
+  rebuild: Rebuilt & ModuleResources & ConfinedRebuild;
   /** The rebuilt kernel's time against the captured module's, interleaved (null with fewer than MIN_PAIRS iters, or a faulting capture). */
   compare: TimingComparison | null;
   /** What the replay added after the build (module load, launches, compare; s). */
@@ -69,7 +73,7 @@ export interface ValidateRequest extends ValidateOptions {
 /** validate --build-only's result: the rebuild alone (no replay). */
 export interface BuildOnlyResult {
   kernel: string;
-  rebuild: Rebuilt & ModuleResources;
+  rebuild: Rebuilt & ModuleResources & ConfinedRebuild;
   wallSeconds: number;
 }
 
@@ -157,7 +161,16 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     fullBuild: o.fullBuild,
     ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
   }).built;
-  return { kernel: m.kernel.name, rebuild: { ...b, ...moduleResources(c.dir, m, b.module) }, wallSeconds: (performance.now() - t0) / 1000 };
+  return {
+    kernel: m.kernel.name,
+    rebuild: { ...b, ...moduleResources(c.dir, m, b.module), ...confinedBy(m, o) },
+    wallSeconds: (performance.now() - t0) / 1000,
+  };
+}
+
+/** --confine: the sandbox the build ran in (`confinement`); nothing without. */
+function confinedBy(m: OpenedCapture["manifest"], o: ValidateOptions): ConfinedRebuild {
+  return o.confine ? { confinement: confinementFor(m.kernel.frontend) } : {};
 }
 
 /** @throws KerncapError E_FRONTEND for a capture whose frontend has no validate (HIP). */
@@ -237,7 +250,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   return {
     ...r,
     compare,
-    rebuild: { ...b, ...moduleResources(c.dir, m, b.module) },
+    rebuild: { ...b, ...moduleResources(c.dir, m, b.module), ...confinedBy(m, o) },
     replaySeconds: (performance.now() - Math.max(rebuild.builtAt(), t0)) / 1000,
     wallSeconds: (performance.now() - t0) / 1000,
   };

@@ -22,7 +22,7 @@ import { notRendered, requireRenderedBuild } from "../../src/format/rendered.ts"
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { notAnEditableSource } from "../../src/frontends/index.ts";
-import { makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest, writeRawCapture } from "./fixtures.ts";
+import { makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest, writeRawCapture, sandboxOffForMarkers } from "./fixtures.ts";
 import { packCapture, unpackArchive } from "../../src/format/archive.ts";
 import { connected, doc } from "./mcp-client.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -343,6 +343,7 @@ describe("attack: an MCP --root escaped through a capture set's member that link
 });
 
 describe("attack: a confined build runs a build.sh kerncap did not write", () => {
+  sandboxOffForMarkers(); // build.sh writes markers outside the capture
   test("build.sh changed after capture: kerncap mcp's validate, tune and profile refuse before anything runs (E_NOT_RENDERED), --trust-builds too; the user's validate --trust on the command line is what lets it run", async () => {
     const { cap, marker } = await victim();
     writeFileSync(join(cap, "build.sh"), planted(marker), { mode: 0o755 });

@@ -16,7 +16,7 @@ import { createMcpServer } from "../../src/mcp/server.ts";
 /** A build.sh line that writes the dependency list a confined build asks for in EXTRA_FLAGS (-MF FILE), as nvcc -MD would before a compile error: such a build fails as E_BUILD (a build with no list is E_CONFINED). */
 const DEPS_LIST =
   'd=$(sed -n "s/.*-MF \\([^ ]*\\).*/\\1/p" <<<"${EXTRA_FLAGS:-}"); if [ -n "$d" ]; then mkdir -p "$(dirname "$d")"; echo "kernel.o:" >"$d"; fi\n';
-import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+import { makeCapture, recordRendered, tempDir, sandboxOffForMarkers } from "./fixtures.ts";
 
 /** What a confined build reads: the capture /cap and the system's headers (a stand-in for confinedReadable). */
 const readable = (p: string) => p === "/cap" || p.startsWith("/cap/") || p.startsWith("/usr/include/");
@@ -105,6 +105,7 @@ describe("the files a confined build's sources can include", () => {
 });
 
 describe("kerncap mcp: the agent's edit that asks whether a file exists", () => {
+  sandboxOffForMarkers(); // build.sh writes markers outside the capture
   let savedState: string | undefined;
   let client: Client;
   let cap: string;

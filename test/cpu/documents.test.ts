@@ -122,7 +122,7 @@ describe("kerncap doctor", () => {
     expect(WITHOUT_GPU).toStartWith("kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack, export, judge, schema");
     expect(by["va-reservation"].status).toBe("skip");
     expect(by["capture-replay"].status).toBe("skip");
-    for (const id of ["cupti", "nvcc", "ncu", "python", "cache", "aslr"]) expect(by[id], id).toBeDefined();
+    for (const id of ["cupti", "nvcc", "ncu", "python", "cache", "aslr", "confined-build"]) expect(by[id], id).toBeDefined();
   });
   test("doctor's fix and the E_NO_GPU hint give the one list of what works without a GPU", () => {
     expect(noDriverError([]).hint).toEndWith(`; ${WITHOUT_GPU}.`);

@@ -2,6 +2,7 @@
  * A synthetic capture folder, written through the same finalizeCapture path as a real capture,
  * for tests that need no GPU (inspect, checksum and manifest errors, validate's checks).
  */
+import { afterAll, beforeAll } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -313,4 +314,22 @@ export interface KerncapErrorLike {
   message: string;
   hint?: string;
   exitCode: number;
+}
+
+/**
+ * In the calling describe block, confined builds run without the sandbox (KERNCAP_SANDBOX=0, for
+ * this process and the kerncap children it starts): for tests whose build.sh writes a marker
+ * outside the capture (its pids, that it ran), which the sandbox forbids (src/frontends/sandbox.ts;
+ * test/cpu/frontends/sandbox.test.ts tests the sandbox itself).
+ */
+export function sandboxOffForMarkers(): void {
+  let saved: string | undefined;
+  beforeAll(() => {
+    saved = process.env.KERNCAP_SANDBOX;
+    process.env.KERNCAP_SANDBOX = "0";
+  });
+  afterAll(() => {
+    if (saved === undefined) delete process.env.KERNCAP_SANDBOX;
+    else process.env.KERNCAP_SANDBOX = saved;
+  });
 }

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { dirname, join } from "node:path";
 import { ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
 import { ToolChildren } from "../../src/mcp/children.ts";
-import { makeCapture, recordRendered, tempDir } from "./fixtures.ts";
+import { makeCapture, recordRendered, tempDir, sandboxOffForMarkers } from "./fixtures.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { connected, doc, running, until } from "./mcp-client.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -45,6 +45,7 @@ exit 1
 }
 
 describe("progress notifications", () => {
+  sandboxOffForMarkers(); // build.sh writes markers outside the capture
   test("a validate that builds for 4 s outlives a 2 s client timeout with progress; without, the client times out", async () => {
     const c = await connectedEvery();
     const { dir } = await slowFailingBuild(4);
@@ -166,6 +167,7 @@ describe("progress notifications", () => {
 });
 
 describe("evaluate", () => {
+  sandboxOffForMarkers(); // build.sh writes markers outside the capture
   test("many candidates in one call: each reported as it finishes, the ranked document back; bad candidates refused by name", async () => {
     const c = await connectedEvery();
     const { dir } = await slowFailingBuild(0);
@@ -329,10 +331,12 @@ describe("the builds of one call", () => {
 });
 
 describe("a killed server", () => {
+  sandboxOffForMarkers(); // build.sh writes markers outside the capture
   test("kill -9 of kerncap mcp ends its tool children and their builds (each child watches its parent)", async () => {
     const { dir, pids } = await slowFailingBuild(60);
     const main = join(import.meta.dir, "../../src/cli/main.ts");
-    const transport = new StdioClientTransport({ command: process.execPath, args: [main, "mcp", "--root", dirname(dir)], stderr: "ignore" });
+    const env = { ...process.env } as Record<string, string>; // KERNCAP_SANDBOX=0 too (the transport's default passes a few variables only)
+    const transport = new StdioClientTransport({ command: process.execPath, args: [main, "mcp", "--root", dirname(dir)], stderr: "ignore", env });
     const client = new Client({ name: "test", version: "1" });
     await client.connect(transport);
     const server = transport.pid!;

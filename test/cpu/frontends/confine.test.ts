@@ -6,7 +6,7 @@
  * a build that did read outside is refused in the caller's words, its hint pointing at an
  * `#include` under src/ only when one names the file.
  */
-import { describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeDemo } from "../../../src/capture/demo.ts";
@@ -17,6 +17,7 @@ import { readManifest } from "../../../src/format/capture-dir.ts";
 import { buildReproducer } from "../../../src/frontends/build.ts";
 import { outsideReads } from "../../../src/frontends/confine.ts";
 import { parseDeps } from "../../../src/frontends/cuda/nvcc.ts";
+import { overrideSandboxSupport } from "../../../src/frontends/sandbox.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
 
@@ -110,6 +111,7 @@ async function gxxCapture(dir: string, o: { includes?: string[]; project?: strin
 }
 
 describe.skipIf(!GXX)("a confined build whose paths hold a space, $, #, : or (", () => {
+  afterEach(() => overrideSandboxSupport(undefined));
   test("the capture's folder and a folder above it: it builds, confined as unconfined", async () => {
     for (const n of ODD) {
       const parent = join(tempDir(), n);
@@ -132,7 +134,8 @@ describe.skipIf(!GXX)("a confined build whose paths hold a space, $, #, : or (",
     // the header comes from the source root: src/'s own util.h is gone
     writeFileSync(join(dir, "src/kernel.cu"), "#include <util.h>\nint k() { return TWO; }\n");
     const m = readManifest(dir);
-    await buildReproducer(dir, { quiet: true, force: false, confine: m });
+    await buildReproducer(dir, { quiet: true, force: false, confine: m }); // in the sandbox where there is one: the source root is in its tree
+    overrideSandboxSupport(null); // the dependency list's judgement (in the sandbox the header elsewhere is not there at all: ./sandbox.test.ts)
     const other = join(root, "other place");
     mkdirSync(other);
     writeFileSync(join(other, "util.h"), "#define TWO 2 // SECRET_LINE\n");
@@ -150,6 +153,7 @@ describe.skipIf(!GXX)("a confined build whose paths hold a space, $, #, : or (",
   }, 60_000);
 
   test("a file outside that no #include under src/ names (a source root's header includes it): the hint says so, not to remove an #include", async () => {
+    overrideSandboxSupport(null); // the dependency list's judgement, as above
     const root = tempDir();
     const project = join(root, "proj");
     mkdirSync(join(project, "inc"), { recursive: true });

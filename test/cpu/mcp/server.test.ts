@@ -13,7 +13,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { evaluateRefusal, makeCapture, recordRendered, tempDir } from "../fixtures.ts";
+import { evaluateRefusal, makeCapture, recordRendered, tempDir, sandboxOffForMarkers } from "../fixtures.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { runCli } from "../../../src/cli/main.ts";
 import { TOOL_NAMES } from "../../../src/mcp/server.ts";
@@ -46,6 +46,7 @@ async function mcpWithSlowValidate(): Promise<{ p: Bun.Subprocess<"pipe", "pipe"
     stdin: "pipe",
     stdout: "pipe",
     stderr: "pipe",
+    env: { ...process.env }, // as it is now (KERNCAP_SANDBOX=0: sandboxOffForMarkers)
   });
   const send = (m: object) => p.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
   send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
@@ -59,6 +60,7 @@ async function mcpWithSlowValidate(): Promise<{ p: Bun.Subprocess<"pipe", "pipe"
 }
 
 describe("kerncap mcp", () => {
+  sandboxOffForMarkers(); // build.sh writes markers outside the capture
   test("tools/list: every verb and the file tools, with JSON Schema inputs", async () => {
     const c = await connected();
     const { tools } = await c.listTools();
