@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { existsSync, mkdirSync, readFileSync, watch, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, watch, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { jsonDocument } from "../../src/format/documents.ts";
@@ -406,6 +406,33 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
   }, 30_000);
 });
 
+/** The command names (comm) of the processes under `pid` (from /proc). */
+function descendants(pid: number): string[] {
+  const kids = new Map<number, { ppid: number; comm: string }>();
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const st = readFileSync(`/proc/${e}/stat`, "utf8");
+      const close = st.lastIndexOf(")");
+      kids.set(Number(e), { comm: st.slice(st.indexOf("(") + 1, close), ppid: Number(st.slice(close + 2).split(" ")[1]) });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out: string[] = [];
+  const under = new Set([pid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [k, v] of kids)
+      if (!under.has(k) && under.has(v.ppid)) {
+        under.add(k);
+        out.push(v.comm);
+        grew = true;
+      }
+  }
+  return out;
+}
+
 /** ./watch-cuda-child.ts on DIR: its JSON lines as they come, its stderr so far, and a poll until a condition (60 s). */
 function cudaWatch(dir: string, kernel: string, env: Record<string, string | undefined>) {
   const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-cuda-child.ts"), dir, kernel, join(dir, "first.cubin")], {
@@ -445,7 +472,7 @@ async function heavyCapture() {
 }
 
 describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-cuda-child.ts, no GPU)", () => {
-  test("the first build by build.sh; then saves rebuilt from the pruned TU: an edit MISMATCH, a compile error reported, the revert MATCH", async () => {
+  test("the first build by build.sh; then saves rebuilt from the pruned TU: an edit MISMATCH, a compile error reported, the revert MATCH; a save during a pruned build stops it", async () => {
     const { dir, kernel, header, env } = await heavyCapture();
     const w = cudaWatch(dir, kernel, { ...env, KERNCAP_VERBOSE: "1" });
     const { p, lines, until } = w;
@@ -466,6 +493,16 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
       writeFileSync(header, original);
       await until("line 4", () => lines.length >= 4);
       expect(lines[3]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" }); // still pruned: build.sh failed too
+      // a save while the pruned build of the previous one runs its cicc: that build is stopped and prints no line, the
+      // pruned build stays on, and the last text is built, still from the incremental preprocessing
+      writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
+      await until("the save's cicc", () => descendants(p.pid).includes("cicc"));
+      writeFileSync(header, `${original}// a comment\n`);
+      await until("line 5", () => lines.length >= 5);
+      await Bun.sleep(500); // room for a wrong extra line
+      expect(lines).toHaveLength(5);
+      expect(lines[4]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" });
+      expect(lines[4].buildSteps.incremental).toBe(true);
       p.kill("SIGINT");
       expect(await p.exited).toBe(130);
     } finally {
