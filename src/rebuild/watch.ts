@@ -368,7 +368,7 @@ class WatchLoop {
     this.cycles = cycles;
     this.watcher = watch(src, { recursive: true }, (_ev, name) => {
       const rel = name === null ? null : String(name);
-      if (isSourceSave(rel, ignore)) cycles.poke(rel!);
+      if (isSourceSave(rel, ignore)) setImmediate(() => cycles.poke(rel!));
     });
   }
 
