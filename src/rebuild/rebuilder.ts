@@ -224,9 +224,10 @@ export class Rebuilder {
   }
 
   /** build.sh's rebuild; `announce`: call onCompile once it runs (not beside a fast build, whose own compile step says so). */
-  private async buildSh(signal?: AbortSignal, announce = true): Promise<Rebuilt> {
+  private async buildSh(signal?: AbortSignal, announce = true, onCompile?: () => void): Promise<Rebuilt> {
     const built = buildReproducer(this.dir, this.buildOptions(signal));
     if (announce) this.o.onCompile?.(); // build.sh runs as a child from here on
+    onCompile?.();
     return { ...(await built), builder: "build.sh" };
   }
 
@@ -282,10 +283,12 @@ export class Rebuilder {
    * `o.quiet` (the watch's: until the burst of file events has been quiet): awaited before a
    * compiler starts (build.sh; a fast build's compile step, after its preprocessing and pruning).
    * `o.signal` (a later save): stops the build; it then throws BuildSuperseded, and nothing of
-   * the rebuild policy changes (no build.sh instead, no cost measured).
+   * the rebuild policy changes (no build.sh instead, no cost measured). `o.onCompile`: called
+   * when a compiler starts as a child (build.sh; a fast build's compile step; the watch starts
+   * its run, the captured module's part, then).
    * @throws KerncapError from build.sh (E_BUILD, E_RDC …), E_INTERRUPTED; BuildSuperseded
    */
-  async rebuildSave(o: { signal?: AbortSignal; quiet?: () => Promise<void> } = {}): Promise<Rebuilt> {
+  async rebuildSave(o: { signal?: AbortSignal; quiet?: () => Promise<void>; onCompile?: () => void } = {}): Promise<Rebuilt> {
     const superseded = (e: unknown) => {
       if (o.signal?.aborted && !(isKerncapError(e) && e.code === "E_INTERRUPTED")) throw e instanceof BuildSuperseded ? e : new BuildSuperseded();
       throw e;
@@ -299,14 +302,19 @@ export class Rebuilder {
     if (!this.fastEnabled) {
       await quiet(); // build.sh is one compiler from its start: nothing of it runs during the burst
       this.fe.beforeBuild?.(this.dir, this.m);
-      const b = await this.buildSh(o.signal).catch(superseded);
+      const b = await this.buildSh(o.signal, true, o.onCompile).catch(superseded);
       c.buildSh = c.buildSh === null ? b.seconds : averaged(c.buildSh, b.seconds);
       return b;
     }
     this.fe.beforeBuild?.(this.dir, this.m);
     const t0 = performance.now();
     try {
-      const fo = { force: this.o.force, ...(o.signal ? { signal: o.signal } : {}), ...(o.quiet ? { beforeCompile: quiet } : {}) };
+      const fo = {
+        force: this.o.force,
+        ...(o.signal ? { signal: o.signal } : {}),
+        ...(o.quiet ? { beforeCompile: quiet } : {}),
+        ...(o.onCompile ? { onCompile: o.onCompile } : {}),
+      };
       const f = await this.fast!.build(this.dir, this.work!, fo, this.series!);
       c.pruned = c.pruned === null ? f.seconds : averaged(c.pruned, f.seconds);
       c.prunedSaves++;
@@ -321,7 +329,7 @@ export class Rebuilder {
       if (o.signal?.aborted) throw new BuildSuperseded(); // a step killed by the abort: no failure of the fast build's
       log.debug(`pruned build: ${e.message}; build.sh instead`);
       await quiet();
-      const full = await this.buildSh(o.signal).catch(superseded);
+      const full = await this.buildSh(o.signal, true, o.onCompile).catch(superseded);
       this.fastEnabled = false;
       log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds every save from now on`);
       return { ...full, seconds: (performance.now() - t0) / 1000 };

@@ -300,10 +300,18 @@ class WatchLoop {
     private readonly stopped: () => void,
   ) {}
 
-  /** One cycle: the run of what `built` gives, its line; then the memory put back for the next save (the session opened again after a kernel fault). */
-  async cycle(trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt): Promise<void> {
+  /**
+   * One cycle: the run of what `built` gives, its line; then the memory put back for the next
+   * save (the session opened again after a kernel fault). The run begins once `compiling`
+   * resolves (a compiler started; default: at once) or the build ended. `built` rejecting with
+   * BuildSuperseded (a later save stopped the build): no line.
+   */
+  async cycle(trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt, compiling?: Promise<void>): Promise<void> {
     if (!this.session) return builtCycle(this.dir, this.m, built, this.o, { trigger, files, savedAt });
-    const r = await runCycle(this.m, this.session, built, this.o, { trigger, files, savedAt, buildAt, reset: this.idleReset });
+    const r = await runCycle(this.m, this.session, built, this.o, { trigger, files, savedAt, buildAt, reset: this.idleReset, compiling }).catch((e) => {
+      if (e instanceof BuildSuperseded) return { ran: false, reopen: false }; // no line; what the captured module's run wrote is put back below
+      throw e;
+    });
     if (r.ran) this.idleReset = null;
     if (r.reopen) {
       this.session!.close({ resetDevice: true });
@@ -351,11 +359,16 @@ class WatchLoop {
   private async save(c: SaveCycle): Promise<void> {
     this.check?.abort.abort();
     const buildAt = performance.now();
-    const b = await build(this.rebuilder, { signal: c.signal, quiet: c.quiet });
-    if (b === "superseded") return;
-    c.built();
-    await this.cycle("save", c.files, c.savedAt, Promise.resolve(b), buildAt);
-    this.startCheck(b);
+    let compiled!: () => void;
+    const compiling = new Promise<void>((res) => (compiled = res));
+    const built = build(this.rebuilder, { signal: c.signal, quiet: c.quiet, onCompile: () => compiled() }).then((b) => {
+      if (b === "superseded") throw new BuildSuperseded();
+      c.built(); // in the same turn as the build's end: a file event from now on queues one more cycle
+      return b;
+    });
+    await this.cycle("save", c.files, c.savedAt, built, buildAt, compiling);
+    const b = await built.catch(() => undefined);
+    if (b) this.startCheck(b);
   }
 
   /** Watch the sources under `src` (fs.watch, recursive): each save of a source (isSourceSave, `ignore` left out) a cycle (SaveCycles). */
@@ -389,9 +402,9 @@ type Built = ({ ok: true } & Rebuilt) | { ok: false; error: KerncapError; second
  * One rebuild (src/rebuild/rebuilder.ts rebuildSave, with a save's stop and quiet time) and the
  * check of its module; a KerncapError is a result (E_INTERRUPTED is thrown); "superseded": stopped by a later save.
  */
-async function build(rebuilder: Rebuilder, o: { signal: AbortSignal; quiet: () => Promise<void> }): Promise<Built | "superseded">;
+async function build(rebuilder: Rebuilder, o: SaveBuild): Promise<Built | "superseded">;
 async function build(rebuilder: Rebuilder): Promise<Built>;
-async function build(rebuilder: Rebuilder, o?: { signal: AbortSignal; quiet: () => Promise<void> }): Promise<Built | "superseded"> {
+async function build(rebuilder: Rebuilder, o?: SaveBuild): Promise<Built | "superseded"> {
   let seconds: number | null = null;
   let builder: Builder = "build.sh";
   try {
@@ -405,6 +418,9 @@ async function build(rebuilder: Rebuilder, o?: { signal: AbortSignal; quiet: () 
     return { ok: false, error: e, seconds, builder };
   }
 }
+
+/** A save's build options (Rebuilder.rebuildSave). */
+type SaveBuild = { signal: AbortSignal; quiet: () => Promise<void>; onCompile: () => void };
 
 /** The build-error line of a failed build. */
 function buildErrorEvent(b: Extract<Built, { ok: false }>, base: { trigger: Trigger; files: string[] }, saveToVerdictSeconds: number): WatchEvent {
@@ -429,7 +445,13 @@ async function builtCycle(
   o: WatchOptions,
   x: { trigger: Trigger; files: string[]; savedAt: number },
 ): Promise<void> {
-  const b = await built;
+  let b: Built;
+  try {
+    b = await built;
+  } catch (e) {
+    if (e instanceof BuildSuperseded) return; // stopped for a later save: no line
+    throw e;
+  }
   const base = { trigger: x.trigger, files: x.files };
   const since = (performance.now() - x.savedAt) / 1000;
   if (!b.ok) return o.emit(buildErrorEvent(b, base, since));
@@ -447,32 +469,57 @@ async function builtCycle(
 }
 
 /**
- * One cycle once the build is done: run the rebuilt module, emit its line.
+ * One cycle: run the rebuilt module, emit its line. The run begins when `x.compiling` resolves
+ * (the compiler started) or the build ended, with the module awaited inside it: the captured
+ * module is loaded and judged while the compiler runs (ReplaySession.runCompared); not sooner, so
+ * that its calls on this thread do not hold up the build's own work before the compiler (the
+ * pruning). A build that fails (or its module's check) ends the run before the rebuilt module
+ * loads; its line is the build error.
  * @returns ran: the module was launched; reopen: a kernel fault left the CUDA context unusable.
+ * @throws what `built` throws (E_INTERRUPTED, BuildSuperseded: then no line), once the run ended
  */
 async function runCycle(
   m: Manifest,
   session: ReplaySession,
   built: Promise<Built>,
   o: WatchOptions,
-  x: { trigger: Trigger; files: string[]; savedAt: number; buildAt: number; reset: ResetLine | null },
+  x: { trigger: Trigger; files: string[]; savedAt: number; buildAt: number; reset: ResetLine | null; compiling?: Promise<void> },
 ): Promise<{ ran: boolean; reopen: boolean }> {
-  const b = await built;
+  const settled = built.then(
+    () => {},
+    () => {},
+  );
+  await Promise.race([x.compiling ?? Promise.resolve(), settled]);
+  const regionTypes = regionTypesOf(m);
+  const module = built.then((b) => (b.ok ? b.module : Promise.reject(new Error("the build failed: nothing to load"))));
+  module.catch(() => {});
+  // the rebuilt kernel judged, and timed interleaved against the captured module (as validate does)
+  const candidate = { ...o.run, regionTypes, ...rebuiltRun(frontendOf(m), m, module) };
+  const running =
+    o.run.iters >= MIN_PAIRS
+      ? session.runCompared({ ...o.run, regionTypes }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate })
+      : session.run(candidate).then((r) => ({ candidate: r, compare: null }));
+  running.catch(() => {});
+  let b: Built;
+  try {
+    b = await built;
+  } catch (e) {
+    await running.catch(() => {}); // the session is free again before the next cycle (or the end)
+    throw e;
+  }
   const since = () => (performance.now() - x.savedAt) / 1000;
   const base = { trigger: x.trigger, files: x.files };
   if (!b.ok) {
+    const runError = await running.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     o.emit(buildErrorEvent(b, base, since()));
-    return { ran: false, reopen: false };
+    return { ran: false, reopen: isKerncapError(runError) && session.isContextLost(runError) };
   }
+  const runAt = performance.now();
   try {
-    const runAt = performance.now();
-    // the rebuilt kernel judged, and timed interleaved against the captured module (as validate does)
-    const regionTypes = regionTypesOf(m);
-    const candidate = { ...o.run, regionTypes, ...rebuiltRun(frontendOf(m), m, b.module) };
-    const { candidate: r, compare } =
-      o.run.iters >= MIN_PAIRS
-        ? await session.runCompared({ ...o.run, regionTypes }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate })
-        : { candidate: await session.run(candidate), compare: null };
+    const { candidate: r, compare } = await running;
     const phases = {
       waitSeconds: (x.buildAt - x.savedAt) / 1000,
       buildWallSeconds: (runAt - x.buildAt) / 1000,

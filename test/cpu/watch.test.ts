@@ -336,13 +336,13 @@ describe("validate --watch refusals, before any GPU work or build", () => {
 });
 
 describe("the watch loop, with a replay session that needs no GPU (./watch-child.ts)", () => {
-  test("initial verdict; a save that changes results, a build error, a fix: one line each, temp files ignored; a save during a build stops it (one line, the last text's); Ctrl-C exits 130", async () => {
+  test("initial verdict; a save that changes results, a build error, a fix: one line each, temp files ignored; a save during a build stops it (one line, the last text's); the run begins beside the compiler; Ctrl-C exits 130", async () => {
     const dir = await capture();
     mkdirSync(join(dir, "src"));
     writeFileSync(join(dir, "src/k.cu"), "ok\n");
     writeFileSync(
       join(dir, "build.sh"),
-      'if grep -q SYNTAX src/k.cu; then echo "src/k.cu(1): error: expected a \\";\\"" >&2; exit 1; fi\nif grep -q SLOW src/k.cu; then sleep 5; fi\nmkdir -p build; cp src/k.cu build/k.mod; echo build/k.mod\n',
+      'if grep -q SYNTAX src/k.cu; then echo "src/k.cu(1): error: expected a \\";\\"" >&2; exit 1; fi\nif grep -q SLOW src/k.cu; then sleep 5; fi\nif grep -q PAUSE src/k.cu; then sleep 0.8; fi\nmkdir -p build; cp src/k.cu build/k.mod; echo build/k.mod\n',
     );
     const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-child.ts"), dir], { stdout: "pipe", stderr: "pipe" });
     const lines: any[] = [];
@@ -396,6 +396,11 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
       const last = await next(5);
       expect(last).toMatchObject({ event: "verdict", verdict: "match", files: ["k.cu", "k2.cu"] });
       expect(last.saveToVerdictSeconds).toBeLessThan(4); // not after the stopped build's sleep
+      expect(err).not.toContain("before its module was built");
+      // the run begins once the compiler does (the captured module's part of it beside the compiler), the rebuilt module awaited inside it
+      writeFileSync(join(dir, "src/k.cu"), "PAUSE ok\n");
+      expect(await next(6)).toMatchObject({ event: "verdict", verdict: "match", files: ["k.cu"] });
+      expect(err).toMatch(/the run began \d+ ms before its module was built/);
       p.kill("SIGINT");
       expect(await p.exited).toBe(130);
     } finally {
