@@ -369,6 +369,7 @@ class WatchLoop {
     await this.cycle("save", c.files, c.savedAt, built, buildAt, compiling);
     const b = await built.catch(() => undefined);
     if (b) this.startCheck(b);
+    else if (c.signal.aborted) log.debug(`a save came while ${c.files.join(", ")} was rebuilt: that build stopped, the last text is built next`);
   }
 
   /** Watch the sources under `src` (fs.watch, recursive): each save of a source (isSourceSave, `ignore` left out) a cycle (SaveCycles). */

@@ -498,16 +498,19 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
       writeFileSync(header, original);
       await until("line 4", () => lines.length >= 4);
       expect(lines[3]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" }); // still pruned: build.sh failed too
-      // a save while the pruned build of the previous one runs its cicc: that build is stopped and prints no line, the
-      // pruned build stays on, and the last text is built, still from the incremental preprocessing
+      // a save while the pruned build of the previous one runs (its whole TU's gcc -E, which the build awaits, or its cicc):
+      // that build is stopped and prints no line, the pruned build stays on, and the last text is built, still from the
+      // incremental preprocessing
       writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
-      await until("the save's cicc", () => descendants(p.pid).includes("cicc"));
+      for (let t = performance.now(); !descendants(p.pid).some((c) => ["cc1plus", "cicc", "ptxas"].includes(c)); await Bun.sleep(1))
+        if (performance.now() - t > 60_000) throw new Error(`no compiler under the watch after 60 s; lines ${JSON.stringify(lines)}`);
       writeFileSync(header, `${original}// a comment\n`);
       await until("line 5", () => lines.length >= 5);
       await Bun.sleep(500); // room for a wrong extra line
       expect(lines).toHaveLength(5);
       expect(lines[4]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" });
       expect(lines[4].buildSteps.incremental).toBe(true);
+      expect(w.err()).toContain("a save came while lib/ops.cuh was rebuilt: that build stopped");
       p.kill("SIGINT");
       expect(await p.exited).toBe(130);
     } finally {
