@@ -145,6 +145,8 @@ const BuildSteps = v.object({
   preprocessMs: v.number(),
   pruneMs: v.number(),
   compileMs: v.number(),
+  /** The wait before the compile for the burst of file events to be quiet (the watch's; src/rebuild/watch.ts). */
+  quietWaitMs: v.optional(v.number()),
   incremental: v.optional(v.boolean()),
   fullPreprocessMs: v.optional(v.number()),
 });

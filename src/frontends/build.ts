@@ -73,6 +73,17 @@ export function setGeneratedRemaker(f: (dir: string, m: Manifest) => void): void
 /** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
 export class FastBuildUnavailable extends Error {}
 
+/**
+ * A build stopped by its caller's abort because a later save superseded its text (the watch: a
+ * file event while it ran; src/rebuild/watch.ts): no result, no line, no build.sh instead, and
+ * the state a fast build keeps between builds stays as it was before it.
+ */
+export class BuildSuperseded extends Error {
+  constructor() {
+    super("the build was stopped: a later save superseded it");
+  }
+}
+
 /** The build's group gets SIGKILL this long after the first signal (ms). */
 const BUILD_GRACE_MS = 2000;
 

@@ -103,6 +103,13 @@ export interface FastBuildOptions {
    * two do not take turns on one thread (src/ops/rebuild-beside.ts).
    */
   onCompile?: () => void;
+  /**
+   * Awaited before the compiler starts (the watch: until the burst of file events has been quiet
+   * for DEBOUNCE_MS; src/rebuild/watch.ts), so that the build's reading, preprocessing and
+   * pruning run during that quiet time. A `signal` aborted meanwhile ends the build with
+   * BuildSuperseded (src/frontends/build.ts).
+   */
+  beforeCompile?: () => Promise<void>;
 }
 
 export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
@@ -111,6 +118,7 @@ export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
   /**
    * One fast build of the reproducer in `dir`, its files in `work`.
    * @throws FastBuildUnavailable (src/frontends/build.ts: build.sh instead, with the reason),
+   *   BuildSuperseded (`o.signal` aborted: the series is left as it was before the build),
    *   KerncapError E_INTERRUPTED (a stop signal during a step)
    */
   build(dir: string, work: string, o: FastBuildOptions, series: S): Promise<FastBuilt>;

@@ -45,7 +45,7 @@ import { writeFileAtomic } from "../util/write-file.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { assertRebuildWritable, buildReproducer, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
+import { assertRebuildWritable, buildReproducer, BuildSuperseded, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
 import type { FastBuilder, FastBuildOptions, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
 
@@ -224,9 +224,10 @@ export class Rebuilder {
   }
 
   /** build.sh's rebuild; `announce`: call onCompile once it runs (not beside a fast build, whose own compile step says so). */
-  private async buildSh(signal?: AbortSignal, announce = true): Promise<Rebuilt> {
+  private async buildSh(signal?: AbortSignal, announce = true, onCompile?: () => void): Promise<Rebuilt> {
     const built = buildReproducer(this.dir, this.buildOptions(signal));
     if (announce) this.o.onCompile?.(); // build.sh runs as a child from here on
+    onCompile?.();
     return { ...(await built), builder: "build.sh" };
   }
 
@@ -279,20 +280,42 @@ export class Rebuilder {
    * One save's rebuild: the fast build once the check enabled it, else build.sh. A fast build
    * that fails is followed by build.sh's; when build.sh then succeeds, the fast build is not used
    * again (said once).
-   * @throws KerncapError from build.sh (E_BUILD, E_RDC …), E_INTERRUPTED
+   * `o.quiet` (the watch's: until the burst of file events has been quiet): awaited before a
+   * compiler starts (build.sh; a fast build's compile step, after its preprocessing and pruning).
+   * `o.signal` (a later save): stops the build; it then throws BuildSuperseded, and nothing of
+   * the rebuild policy changes (no build.sh instead, no cost measured). `o.onCompile`: called
+   * when a compiler starts as a child (build.sh; a fast build's compile step; the watch starts
+   * its run, the captured module's part, then).
+   * @throws KerncapError from build.sh (E_BUILD, E_RDC …), E_INTERRUPTED; BuildSuperseded
    */
-  async rebuildSave(): Promise<Rebuilt> {
+  async rebuildSave(o: { signal?: AbortSignal; quiet?: () => Promise<void>; onCompile?: () => void } = {}): Promise<Rebuilt> {
+    const superseded = (e: unknown) => {
+      if (o.signal?.aborted && !(isKerncapError(e) && e.code === "E_INTERRUPTED")) throw e instanceof BuildSuperseded ? e : new BuildSuperseded();
+      throw e;
+    };
+    const quiet = async () => {
+      await o.quiet?.();
+      if (o.signal?.aborted) throw new BuildSuperseded();
+    };
     assertRegularTree(this.dir, "src"); // as rebuildOnce
-    this.fe.beforeBuild?.(this.dir, this.m);
     const c = this.watchCosts;
     if (!this.fastEnabled) {
-      const b = await this.buildSh();
+      await quiet(); // build.sh is one compiler from its start: nothing of it runs during the burst
+      this.fe.beforeBuild?.(this.dir, this.m);
+      const b = await this.buildSh(o.signal, true, o.onCompile).catch(superseded);
       c.buildSh = c.buildSh === null ? b.seconds : averaged(c.buildSh, b.seconds);
       return b;
     }
+    this.fe.beforeBuild?.(this.dir, this.m);
     const t0 = performance.now();
     try {
-      const f = await this.fast!.build(this.dir, this.work!, { force: this.o.force }, this.series!);
+      const fo = {
+        force: this.o.force,
+        ...(o.signal ? { signal: o.signal } : {}),
+        ...(o.quiet ? { beforeCompile: quiet } : {}),
+        ...(o.onCompile ? { onCompile: o.onCompile } : {}),
+      };
+      const f = await this.fast!.build(this.dir, this.work!, fo, this.series!);
       c.pruned = c.pruned === null ? f.seconds : averaged(c.pruned, f.seconds);
       c.prunedSaves++;
       if (c.buildSh !== null && c.prunedSaves >= WATCH_MIN_SAVES && c.pruned > WATCH_MARGIN * c.buildSh) {
@@ -302,9 +325,11 @@ export class Rebuilder {
       }
       return this.published({ module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) });
     } catch (e) {
-      if (!(e instanceof FastBuildUnavailable)) throw e;
+      if (!(e instanceof FastBuildUnavailable)) return superseded(e);
+      if (o.signal?.aborted) throw new BuildSuperseded(); // a step killed by the abort: no failure of the fast build's
       log.debug(`pruned build: ${e.message}; build.sh instead`);
-      const full = await this.buildSh();
+      await quiet();
+      const full = await this.buildSh(o.signal, true, o.onCompile).catch(superseded);
       this.fastEnabled = false;
       log.info(`the pruned TU did not build where build.sh did (${e.message}): build.sh rebuilds every save from now on`);
       return { ...full, seconds: (performance.now() - t0) / 1000 };

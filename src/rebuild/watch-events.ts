@@ -48,7 +48,11 @@ export type WatchEvent =
       saveToVerdictSeconds: number;
       /** saveToVerdictSeconds − buildSeconds: debounce, slice refresh, checks, module load, launches, compare (s). */
       overheadSeconds: number;
-      /** Where the time went (s): from the save to the build's start (debounce, a cycle in flight), the build's wall time as the watch saw it (slice refresh and checks included), the run (module load, launches, compare). */
+      /**
+       * Where the time went (s): from the save to the build's start (a cycle in flight; the build starts at the burst's first
+       * event), the build's wall time as the watch saw it (slice refresh, the wait for the burst's quiet and checks included),
+       * the run after the build (the rebuilt module's load, launches, compare; the captured module's part of it begins beside the compiler).
+       */
       phases?: { waitSeconds: number; buildWallSeconds: number; runSeconds: number };
       /** What the previous runs wrote, put back before this run (null: nothing ran before). */
       reset: ResetLine | null;

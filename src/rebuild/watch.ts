@@ -4,11 +4,14 @@
  * reproducer (the one rebuild policy: src/rebuild/rebuilder.ts), checks the rebuilt module (CUDA: its parameter layout),
  * puts back only what earlier runs wrote (ReplaySession.reset) and replays: one line per save.
  *
- * Saves are seen through fs.watch (recursive, inotify on Linux) and debounced: a cycle starts
- * DEBOUNCE_MS after the last event of a burst (an editor's save is several events: a temporary
- * file, a rename, a change); the save-to-verdict time is measured from that last event. Editor
+ * Saves are seen through fs.watch (recursive, inotify on Linux). A cycle starts at the first event
+ * of a burst (an editor's save is several events: a temporary file, a rename, a change), so that
+ * its reading, preprocessing and pruning run while the burst settles; a compiler starts only once
+ * the burst has been quiet for DEBOUNCE_MS, and an event while the build runs stops it and builds
+ * again (SaveCycles); the save-to-verdict time is measured from the burst's last event. Editor
  * temporaries, dotfiles, Python caches and what kerncap writes under src/ itself (CUDA's slice:
- * Frontend.generatedSources) are ignored (isSourceSave). A save during a cycle queues one more cycle after it.
+ * Frontend.generatedSources) are ignored (isSourceSave). A save once the build is done (the run)
+ * queues one more cycle after it.
  *
  * A build that fails is a line too (with the compiler's message) and the watch goes on; so is a
  * run refused for the rebuilt module (E_KERNEL_NOT_IN_MODULE, E_GLOBAL, E_PARAM_LAYOUT …). A
@@ -31,6 +34,7 @@ import { openReplay, type ReplaySession, type RunOptions } from "../replay/engin
 import { MIN_PAIRS } from "../replay/stats.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { Rebuilder, rebuiltRun, type Builder, type Rebuilt } from "./rebuilder.ts";
+import { BuildSuperseded } from "../frontends/build.ts";
 import { verdictEvent, type ResetLine, type Trigger, type WatchEvent } from "./watch-events.ts";
 
 export { verdictEvent, watchLine, type ResetLine, type Trigger, type WatchEvent } from "./watch-events.ts";
@@ -38,9 +42,11 @@ export type { Builder } from "./rebuilder.ts";
 import { moduleResources } from "./resources.ts";
 
 /**
- * Quiet time after the last file event before a rebuild starts (ms): watchexec's default. An
- * editor's save (a temporary, a rename, a write) is a burst of a few ms; a later event of the
- * same save still queues one more cycle, so the last text is always the one built.
+ * Quiet time after the last file event before a rebuild's compiler starts (ms): watchexec's
+ * default. An editor's save (a temporary, a rename, a write) is a burst of a few ms; the
+ * rebuild's own work before its compiler (a CUDA fast build's preprocessing and pruning) runs
+ * meanwhile, and a later event of the same save stops the build and starts it again, so the
+ * last text is always the one built.
  */
 export const DEBOUNCE_MS = 50;
 /** A save's comparison takes more timed rounds for at most this long (s) when undecided: the verdict of a save must come fast. */
@@ -66,7 +72,7 @@ export function isSourceSave(rel: string | null | undefined, ignore: ReadonlySet
   return true;
 }
 
-/** Timer functions of the debouncer (the real ones by default; tests pass their own clock). */
+/** Timer functions of SaveCycles (the real ones by default; tests pass their own clock). */
 export interface Timers {
   now(): number;
   set(fn: () => void, ms: number): unknown;
@@ -78,41 +84,86 @@ const REAL_TIMERS: Timers = {
   clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
 };
 
-/**
- * Trailing-edge debounce of file saves: `fire(files, lastAt)` runs `ms` after the last poke of a
- * burst, with the distinct files of the burst (in order of first event) and the time of its last
- * event (Timers.now(), ms).
- */
-export class SaveDebouncer {
-  private files: string[] = [];
-  private lastAt = 0;
-  private handle: unknown;
+/** A save cycle as SaveCycles starts it. */
+export interface SaveCycle {
+  /** The distinct files of the burst (relative to src/, in order of first event), with those of the cycles it superseded. */
+  files: string[];
+  /** The time of the burst's last event so far (Timers.now(), ms). */
+  savedAt: number;
+  /** Aborted by a file event while the cycle builds (built() not yet called): the build is stopped, the cycle ends without a line. */
+  signal: AbortSignal;
+  /** Resolves once the burst has been quiet for the debounce time (or at the abort): what a compiler's start waits for. */
+  quiet(): Promise<void>;
+  /** The build is done: from now on a file event queues one more cycle after this one instead of stopping it. */
+  built(): void;
+}
 
+/**
+ * When the watch's save cycles start, one at a time. A cycle starts at the first file event of
+ * a burst, so that its reading, preprocessing and pruning run while the burst settles; its
+ * compiler waits for `ms` of quiet (SaveCycle.quiet). A file event while the cycle builds stops
+ * that build (SaveCycle.signal: its result is discarded, it prints no line) and one more cycle
+ * follows with the files of both; an event once the build is done (the run, its line) queues one
+ * more cycle after it. So the last text is always the one built, and the one a line reports.
+ */
+export class SaveCycles {
+  private current: { files: string[]; abort: AbortController; building: boolean } | undefined;
+  private queued: { files: string[]; savedAt: number } | undefined;
+  private lastAt = 0;
+  private stopped = false;
+
+  /** `run(cycle)` runs one cycle to its end (a rejection is the caller's: it should also cancel()). */
   constructor(
     private readonly ms: number,
-    private readonly fire: (files: string[], lastAt: number) => void,
+    private readonly run: (c: SaveCycle) => Promise<void>,
     private readonly timers: Timers = REAL_TIMERS,
   ) {}
 
+  /** A file event of `file` (a save of a source). */
   poke(file: string): void {
-    if (!this.files.includes(file)) this.files.push(file);
+    if (this.stopped) return;
     this.lastAt = this.timers.now();
-    if (this.handle !== undefined) this.timers.clear(this.handle);
-    this.handle = this.timers.set(() => {
-      const files = this.files;
-      this.files = [];
-      this.handle = undefined;
-      this.fire(files, this.lastAt);
-    }, this.ms);
+    const c = this.current;
+    if (!c) return this.start([file], this.lastAt);
+    // a build still running is of an older text: stopped, and its files go with the next cycle (it prints no line)
+    const carried = c.building ? c.files : [];
+    if (c.building) c.abort.abort();
+    this.queued = { files: merge(carried, this.queued?.files ?? [], [file]), savedAt: this.lastAt };
   }
 
-  /** Drop a pending burst. */
+  /** No more cycles: the queued one dropped, a build still running stopped (it prints no line). */
   cancel(): void {
-    if (this.handle !== undefined) this.timers.clear(this.handle);
-    this.handle = undefined;
-    this.files = [];
+    this.stopped = true;
+    this.queued = undefined;
+    if (this.current?.building) this.current.abort.abort();
+  }
+
+  private start(files: string[], savedAt: number): void {
+    const abort = new AbortController();
+    const c = { files, abort, building: true };
+    this.current = c;
+    const quiet = () =>
+      new Promise<void>((res) => {
+        abort.signal.addEventListener("abort", () => res(), { once: true });
+        const check = () => {
+          const left = this.lastAt + this.ms - this.timers.now();
+          if (abort.signal.aborted || left <= 0) return res();
+          this.timers.set(check, left);
+        };
+        check();
+      });
+    const ended = () => {
+      if (this.current === c) this.current = undefined;
+      const q = this.queued;
+      if (!q || this.stopped) return;
+      this.queued = undefined;
+      this.start(q.files, q.savedAt);
+    };
+    this.run({ files, savedAt, signal: abort.signal, quiet, built: () => void (c.building = false) }).then(ended, ended);
   }
 }
+
+const merge = (...lists: string[][]) => [...new Set(lists.flat())];
 
 /**
  * Refusals before any GPU work or build: an AMD capture (the CUDA engine keeps the memory
@@ -236,9 +287,8 @@ class WatchLoop {
   failure: unknown;
   /** What the idle reset after the previous run put back, reported in the next verdict line. */
   private idleReset: ResetLine | null = null;
-  private queued: { files: string[]; savedAt: number } | undefined;
   private watcher: FSWatcher | undefined;
-  private debouncer: SaveDebouncer | undefined;
+  private cycles: SaveCycles | undefined;
 
   constructor(
     private readonly dir: string,
@@ -250,10 +300,18 @@ class WatchLoop {
     private readonly stopped: () => void,
   ) {}
 
-  /** One cycle: the run of what `built` gives, its line; then the memory put back for the next save (the session opened again after a kernel fault). */
-  async cycle(trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt): Promise<void> {
+  /**
+   * One cycle: the run of what `built` gives, its line; then the memory put back for the next
+   * save (the session opened again after a kernel fault). The run begins once `compiling`
+   * resolves (a compiler started; default: at once) or the build ended. `built` rejecting with
+   * BuildSuperseded (a later save stopped the build): no line.
+   */
+  async cycle(trigger: Trigger, files: string[], savedAt: number, built: Promise<Built>, buildAt = savedAt, compiling?: Promise<void>): Promise<void> {
     if (!this.session) return builtCycle(this.dir, this.m, built, this.o, { trigger, files, savedAt });
-    const r = await runCycle(this.m, this.session, built, this.o, { trigger, files, savedAt, buildAt, reset: this.idleReset });
+    const r = await runCycle(this.m, this.session, built, this.o, { trigger, files, savedAt, buildAt, reset: this.idleReset, compiling }).catch((e) => {
+      if (e instanceof BuildSuperseded) return { ran: false, reopen: false }; // no line; what the captured module's run wrote is put back below
+      throw e;
+    });
     if (r.ran) this.idleReset = null;
     if (r.reopen) {
       this.session!.close({ resetDevice: true });
@@ -294,37 +352,44 @@ class WatchLoop {
     this.check = { done, abort };
   }
 
-  /** A save (debounced): a cycle now, or one more after the cycle in flight. */
-  private save(files: string[], savedAt: number): void {
-    if (this.busy) {
-      this.queued = { files: [...new Set([...(this.queued?.files ?? []), ...files])], savedAt };
-      return;
-    }
+  /**
+   * A save's cycle (SaveCycles starts it at the burst's first event): the build, its compiler
+   * held until the burst is quiet; a build stopped by a later event ends the cycle without a line.
+   */
+  private async save(c: SaveCycle): Promise<void> {
     this.check?.abort.abort();
     const buildAt = performance.now();
-    const built = build(this.rebuilder);
-    void this.track(this.cycle("save", files, savedAt, built, buildAt).then(async () => this.startCheck(await built))).then(() => {
-      if (this.queued && !this.stops.signal && this.failure === undefined) {
-        const q = this.queued;
-        this.queued = undefined;
-        this.save(q.files, q.savedAt);
-      }
+    let compiled!: () => void;
+    const compiling = new Promise<void>((res) => (compiled = res));
+    const built = build(this.rebuilder, { signal: c.signal, quiet: c.quiet, onCompile: () => compiled() }).then((b) => {
+      if (b === "superseded") throw new BuildSuperseded();
+      c.built(); // in the same turn as the build's end: a file event from now on queues one more cycle
+      return b;
     });
+    await this.cycle("save", c.files, c.savedAt, built, buildAt, compiling);
+    const b = await built.catch(() => undefined);
+    if (b) this.startCheck(b);
+    else if (c.signal.aborted) log.debug(`a save came while ${c.files.join(", ")} was rebuilt: that build stopped, the last text is built next`);
   }
 
-  /** Watch the sources under `src` (fs.watch, recursive): each save of a source (isSourceSave, `ignore` left out) debounced into a cycle. */
+  /** Watch the sources under `src` (fs.watch, recursive): each save of a source (isSourceSave, `ignore` left out) a cycle (SaveCycles). */
   watchSources(src: string, ignore: ReadonlySet<string>): void {
-    this.debouncer = new SaveDebouncer(DEBOUNCE_MS, (files, savedAt) => this.save(files, savedAt));
+    const cycles = new SaveCycles(DEBOUNCE_MS, (c) =>
+      this.track(this.save(c)).then(() => {
+        if (this.stops.signal || this.failure !== undefined) cycles.cancel();
+      }),
+    );
+    this.cycles = cycles;
     this.watcher = watch(src, { recursive: true }, (_ev, name) => {
       const rel = name === null ? null : String(name);
-      if (isSourceSave(rel, ignore)) this.debouncer!.poke(rel!);
+      if (isSourceSave(rel, ignore)) setImmediate(() => cycles.poke(rel!));
     });
   }
 
-  /** No more saves: the watcher closed, a pending debounce dropped. */
+  /** No more saves: the watcher closed, a queued cycle dropped, a save's build still running stopped. */
   stopWatching(): void {
     this.watcher?.close();
-    this.debouncer?.cancel();
+    this.cycles?.cancel();
   }
 }
 
@@ -334,19 +399,29 @@ function exitCode(stops: StopSignals): number {
 
 type Built = ({ ok: true } & Rebuilt) | { ok: false; error: KerncapError; seconds: number | null; builder: Builder };
 
-/** One rebuild (src/rebuild/rebuilder.ts) and the check of its module; a KerncapError is a result (E_INTERRUPTED is thrown). */
-async function build(rebuilder: Rebuilder): Promise<Built> {
+/**
+ * One rebuild (src/rebuild/rebuilder.ts rebuildSave, with a save's stop and quiet time) and the
+ * check of its module; a KerncapError is a result (E_INTERRUPTED is thrown); "superseded": stopped by a later save.
+ */
+async function build(rebuilder: Rebuilder, o: SaveBuild): Promise<Built | "superseded">;
+async function build(rebuilder: Rebuilder): Promise<Built>;
+async function build(rebuilder: Rebuilder, o?: SaveBuild): Promise<Built | "superseded"> {
   let seconds: number | null = null;
   let builder: Builder = "build.sh";
   try {
-    const b = await rebuilder.rebuildSave();
+    const b = await rebuilder.rebuildSave(o);
+    if (o?.signal.aborted) return "superseded"; // built, but of a text a later save replaced
     ({ seconds, builder } = b);
     return { ok: true, ...rebuilder.checkRebuilt(b) };
   } catch (e) {
+    if (e instanceof BuildSuperseded) return "superseded";
     if (!isKerncapError(e) || e.code === "E_INTERRUPTED") throw e;
     return { ok: false, error: e, seconds, builder };
   }
 }
+
+/** A save's build options (Rebuilder.rebuildSave). */
+type SaveBuild = { signal: AbortSignal; quiet: () => Promise<void>; onCompile: () => void };
 
 /** The build-error line of a failed build. */
 function buildErrorEvent(b: Extract<Built, { ok: false }>, base: { trigger: Trigger; files: string[] }, saveToVerdictSeconds: number): WatchEvent {
@@ -371,7 +446,13 @@ async function builtCycle(
   o: WatchOptions,
   x: { trigger: Trigger; files: string[]; savedAt: number },
 ): Promise<void> {
-  const b = await built;
+  let b: Built;
+  try {
+    b = await built;
+  } catch (e) {
+    if (e instanceof BuildSuperseded) return; // stopped for a later save: no line
+    throw e;
+  }
   const base = { trigger: x.trigger, files: x.files };
   const since = (performance.now() - x.savedAt) / 1000;
   if (!b.ok) return o.emit(buildErrorEvent(b, base, since));
@@ -389,32 +470,57 @@ async function builtCycle(
 }
 
 /**
- * One cycle once the build is done: run the rebuilt module, emit its line.
+ * One cycle: run the rebuilt module, emit its line. The run begins when `x.compiling` resolves
+ * (the compiler started) or the build ended, with the module awaited inside it: the captured
+ * module is loaded and judged while the compiler runs (ReplaySession.runCompared); not sooner, so
+ * that its calls on this thread do not hold up the build's own work before the compiler (the
+ * pruning). A build that fails (or its module's check) ends the run before the rebuilt module
+ * loads; its line is the build error.
  * @returns ran: the module was launched; reopen: a kernel fault left the CUDA context unusable.
+ * @throws what `built` throws (E_INTERRUPTED, BuildSuperseded: then no line), once the run ended
  */
 async function runCycle(
   m: Manifest,
   session: ReplaySession,
   built: Promise<Built>,
   o: WatchOptions,
-  x: { trigger: Trigger; files: string[]; savedAt: number; buildAt: number; reset: ResetLine | null },
+  x: { trigger: Trigger; files: string[]; savedAt: number; buildAt: number; reset: ResetLine | null; compiling?: Promise<void> },
 ): Promise<{ ran: boolean; reopen: boolean }> {
-  const b = await built;
+  const settled = built.then(
+    () => {},
+    () => {},
+  );
+  await Promise.race([x.compiling ?? Promise.resolve(), settled]);
+  const regionTypes = regionTypesOf(m);
+  const module = built.then((b) => (b.ok ? b.module : Promise.reject(new Error("the build failed: nothing to load"))));
+  module.catch(() => {});
+  // the rebuilt kernel judged, and timed interleaved against the captured module (as validate does)
+  const candidate = { ...o.run, regionTypes, ...rebuiltRun(frontendOf(m), m, module) };
+  const running =
+    o.run.iters >= MIN_PAIRS
+      ? session.runCompared({ ...o.run, regionTypes }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate })
+      : session.run(candidate).then((r) => ({ candidate: r, compare: null }));
+  running.catch(() => {});
+  let b: Built;
+  try {
+    b = await built;
+  } catch (e) {
+    await running.catch(() => {}); // the session is free again before the next cycle (or the end)
+    throw e;
+  }
   const since = () => (performance.now() - x.savedAt) / 1000;
   const base = { trigger: x.trigger, files: x.files };
   if (!b.ok) {
+    const runError = await running.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     o.emit(buildErrorEvent(b, base, since()));
-    return { ran: false, reopen: false };
+    return { ran: false, reopen: isKerncapError(runError) && session.isContextLost(runError) };
   }
+  const runAt = performance.now();
   try {
-    const runAt = performance.now();
-    // the rebuilt kernel judged, and timed interleaved against the captured module (as validate does)
-    const regionTypes = regionTypesOf(m);
-    const candidate = { ...o.run, regionTypes, ...rebuiltRun(frontendOf(m), m, b.module) };
-    const { candidate: r, compare } =
-      o.run.iters >= MIN_PAIRS
-        ? await session.runCompared({ ...o.run, regionTypes }, { compareBudgetSeconds: WATCH_COMPARE_SECONDS, ...candidate })
-        : { candidate: await session.run(candidate), compare: null };
+    const { candidate: r, compare } = await running;
     const phases = {
       waitSeconds: (x.buildAt - x.savedAt) / 1000,
       buildWallSeconds: (runAt - x.buildAt) / 1000,

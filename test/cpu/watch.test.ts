@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { existsSync, mkdirSync, readFileSync, watch, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, watch, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { jsonDocument } from "../../src/format/documents.ts";
@@ -14,7 +14,7 @@ import { commands } from "../../src/cli/main.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { makeHeavyReproducer } from "../heavy-fixture.ts";
-import { DEBOUNCE_MS, isSourceSave, SaveDebouncer, watchLine, type Timers, type WatchEvent } from "../../src/rebuild/watch.ts";
+import { DEBOUNCE_MS, isSourceSave, SaveCycles, watchLine, type SaveCycle, type Timers, type WatchEvent } from "../../src/rebuild/watch.ts";
 import { compareTimings } from "../../src/replay/stats.ts";
 import { writeInCapture } from "../../src/format/paths.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
@@ -84,35 +84,92 @@ function fakeTimers(): Timers & { advance(ms: number): void; pending(): number }
   };
 }
 
-describe("debounce of saves", () => {
-  test("a burst of events is one rebuild, 150 ms after its last event, with its files and that event's time", () => {
-    const t = fakeTimers();
-    const fired: { files: string[]; at: number }[] = [];
-    const d = new SaveDebouncer(150, (files, at) => fired.push({ files, at }), t);
-    d.poke("structs.cu"); // t=0: the editor's temporary renamed over the file…
-    t.advance(20);
-    d.poke("structs.cu"); // …then its change event
-    t.advance(30);
-    d.poke("kernel.cuh"); // t=50
+/** SaveCycles with a hand-driven clock and cycles the test ends (end(i)); what each cycle's quiet() and signal said. */
+function cyclesUnderTest(ms: number) {
+  const t = fakeTimers();
+  const started: SaveCycle[] = [];
+  const ends: (() => void)[] = [];
+  const quietAt: (number | undefined)[] = [];
+  const cycles = new SaveCycles(
+    ms,
+    (c) => {
+      const i = started.push(c) - 1;
+      void c.quiet().then(() => (quietAt[i] = t.now()));
+      return new Promise<void>((res) => ends.push(res));
+    },
+    t,
+  );
+  const settle = () => Bun.sleep(0);
+  return { t, cycles, started, quietAt, settle, end: async (i: number) => (ends[i]!(), await settle()) };
+}
+
+describe("save cycles (SaveCycles)", () => {
+  test("a cycle starts at the first event of a burst; its compiler's wait (quiet) ends once the burst has been quiet for the debounce time", async () => {
+    const { t, cycles, started, quietAt, settle } = cyclesUnderTest(150);
+    t.advance(10);
+    cycles.poke("structs.cu");
+    expect(started).toHaveLength(1); // at once: the build's own work runs while the burst settles
+    expect(started[0]).toMatchObject({ files: ["structs.cu"], savedAt: 10 });
     t.advance(149);
-    expect(fired).toEqual([]); // quiet for only 149 ms
+    await settle();
+    expect(quietAt[0]).toBeUndefined();
     t.advance(1);
-    expect(fired).toEqual([{ files: ["structs.cu", "kernel.cuh"], at: 50 }]);
-    expect(t.pending()).toBe(0);
-    // a later save is a burst of its own
-    t.advance(1000);
-    d.poke("structs.cu");
-    t.advance(150);
-    expect(fired[1]).toEqual({ files: ["structs.cu"], at: 1200 });
+    await settle();
+    expect(quietAt[0]).toBe(160);
+    expect(started[0]!.signal.aborted).toBe(false);
   });
-  test("cancel drops a pending burst", () => {
-    const t = fakeTimers();
-    let n = 0;
-    const d = new SaveDebouncer(150, () => n++, t);
-    d.poke("a.cu");
-    d.cancel();
+  test("an event while the build runs stops it; one cycle follows, once it ended, with the files of both and the last event's time", async () => {
+    const { t, cycles, started, quietAt, settle, end } = cyclesUnderTest(150);
+    cycles.poke("structs.cu"); // t=0: the editor's temporary renamed over the file…
+    t.advance(20);
+    cycles.poke("structs.cu"); // …then its change event: the build of the first text stopped
+    expect(started[0]!.signal.aborted).toBe(true);
+    await settle();
+    expect(quietAt[0]).toBe(20); // a stopped build's wait ends at once (its build ends without a compile)
+    t.advance(30);
+    cycles.poke("kernel.cuh"); // t=50
+    expect(started).toHaveLength(1); // not beside the stopped build: after it (they share the work folder)
+    await end(0);
+    expect(started).toHaveLength(2);
+    expect(started[1]).toMatchObject({ files: ["structs.cu", "kernel.cuh"], savedAt: 50 });
+    t.advance(149);
+    await settle();
+    expect(quietAt[1]).toBeUndefined();
+    t.advance(1);
+    await settle();
+    expect(quietAt[1]).toBe(200); // 150 ms after the burst's last event
+    await end(1);
+    expect(started).toHaveLength(2);
+  });
+  test("an event once the build is done (the run, its line) does not stop it: one more cycle after it, with the files saved since", async () => {
+    const { t, cycles, started, end } = cyclesUnderTest(150);
+    cycles.poke("a.cu");
+    t.advance(500);
+    started[0]!.built();
+    cycles.poke("b.cu");
+    t.advance(5);
+    cycles.poke("b.cu");
+    expect(started[0]!.signal.aborted).toBe(false);
+    expect(started).toHaveLength(1);
+    await end(0);
+    expect(started[1]).toMatchObject({ files: ["b.cu"], savedAt: 505 });
+    // a later save is a cycle of its own
+    started[1]!.built();
+    await end(1);
     t.advance(1000);
-    expect(n).toBe(0);
+    cycles.poke("a.cu");
+    expect(started[2]).toMatchObject({ files: ["a.cu"], savedAt: 1505 });
+  });
+  test("cancel stops a build still running and drops the queued cycle; no cycle starts after it", async () => {
+    const { t, cycles, started, end } = cyclesUnderTest(150);
+    cycles.poke("a.cu");
+    cycles.poke("a.cu");
+    cycles.cancel();
+    expect(started[0]!.signal.aborted).toBe(true);
+    cycles.poke("b.cu");
+    await end(0);
+    t.advance(1000);
+    expect(started).toHaveLength(1);
     expect(t.pending()).toBe(0);
   });
 });
@@ -279,13 +336,13 @@ describe("validate --watch refusals, before any GPU work or build", () => {
 });
 
 describe("the watch loop, with a replay session that needs no GPU (./watch-child.ts)", () => {
-  test("initial verdict; a save that changes results, a build error, a fix: one line each, temp files ignored; Ctrl-C exits 130", async () => {
+  test("initial verdict; a save that changes results, a build error, a fix: one line each, temp files ignored; a save during a build stops it (one line, the last text's); the run begins beside the compiler; Ctrl-C exits 130", async () => {
     const dir = await capture();
     mkdirSync(join(dir, "src"));
     writeFileSync(join(dir, "src/k.cu"), "ok\n");
     writeFileSync(
       join(dir, "build.sh"),
-      'if grep -q SYNTAX src/k.cu; then echo "src/k.cu(1): error: expected a \\";\\"" >&2; exit 1; fi\nmkdir -p build; cp src/k.cu build/k.mod; echo build/k.mod\n',
+      'if grep -q SYNTAX src/k.cu; then echo "src/k.cu(1): error: expected a \\";\\"" >&2; exit 1; fi\nif grep -q SLOW src/k.cu; then sleep 5; fi\nif grep -q PAUSE src/k.cu; then sleep 0.8; fi\nmkdir -p build; cp src/k.cu build/k.mod; echo build/k.mod\n',
     );
     const p = Bun.spawn([process.execPath, join(import.meta.dir, "watch-child.ts"), dir], { stdout: "pipe", stderr: "pipe" });
     const lines: any[] = [];
@@ -330,6 +387,20 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
       expect(ce.message).toContain('src/k.cu(1): error: expected a ";"');
       writeFileSync(join(dir, "src/k.cu"), "ok again\n");
       expect(await next(4)).toMatchObject({ event: "verdict", verdict: "match" });
+      // a save while build.sh builds the previous one (its compiler started once the burst was quiet): that build is stopped
+      // and prints no line; the last text is built and its line names the files of both
+      writeFileSync(join(dir, "src/k.cu"), "SLOW WRONG\n");
+      await Bun.sleep(600);
+      writeFileSync(join(dir, "src/k2.cu"), "ok\n");
+      writeFileSync(join(dir, "src/k.cu"), "ok 3\n");
+      const last = await next(5);
+      expect(last).toMatchObject({ event: "verdict", verdict: "match", files: ["k.cu", "k2.cu"] });
+      expect(last.saveToVerdictSeconds).toBeLessThan(4); // not after the stopped build's sleep
+      expect(err).not.toContain("before its module was built");
+      // the run begins once the compiler does (the captured module's part of it beside the compiler), the rebuilt module awaited inside it
+      writeFileSync(join(dir, "src/k.cu"), "PAUSE ok\n");
+      expect(await next(6)).toMatchObject({ event: "verdict", verdict: "match", files: ["k.cu"] });
+      expect(err).toMatch(/the run began \d+ ms before its module was built/);
       p.kill("SIGINT");
       expect(await p.exited).toBe(130);
     } finally {
@@ -339,6 +410,33 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
     }
   }, 30_000);
 });
+
+/** The command names (comm) of the processes under `pid` (from /proc). */
+function descendants(pid: number): string[] {
+  const kids = new Map<number, { ppid: number; comm: string }>();
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const st = readFileSync(`/proc/${e}/stat`, "utf8");
+      const close = st.lastIndexOf(")");
+      kids.set(Number(e), { comm: st.slice(st.indexOf("(") + 1, close), ppid: Number(st.slice(close + 2).split(" ")[1]) });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out: string[] = [];
+  const under = new Set([pid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [k, v] of kids)
+      if (!under.has(k) && under.has(v.ppid)) {
+        under.add(k);
+        out.push(v.comm);
+        grew = true;
+      }
+  }
+  return out;
+}
 
 /** ./watch-cuda-child.ts on DIR: its JSON lines as they come, its stderr so far, and a poll until a condition (60 s). */
 function cudaWatch(dir: string, kernel: string, env: Record<string, string | undefined>) {
@@ -379,7 +477,7 @@ async function heavyCapture() {
 }
 
 describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-cuda-child.ts, no GPU)", () => {
-  test("the first build by build.sh; then saves rebuilt from the pruned TU: an edit MISMATCH, a compile error reported, the revert MATCH", async () => {
+  test("the first build by build.sh; then saves rebuilt from the pruned TU: an edit MISMATCH, a compile error reported, the revert MATCH; a save during a pruned build stops it", async () => {
     const { dir, kernel, header, env } = await heavyCapture();
     const w = cudaWatch(dir, kernel, { ...env, KERNCAP_VERBOSE: "1" });
     const { p, lines, until } = w;
@@ -400,6 +498,19 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
       writeFileSync(header, original);
       await until("line 4", () => lines.length >= 4);
       expect(lines[3]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" }); // still pruned: build.sh failed too
+      // a save while the pruned build of the previous one runs (its whole TU's gcc -E, which the build awaits, or its cicc):
+      // that build is stopped and prints no line, the pruned build stays on, and the last text is built, still from the
+      // incremental preprocessing
+      writeFileSync(header, original.replace("* a * traits<T>::vec", "* a * a * traits<T>::vec"));
+      for (let t = performance.now(); !descendants(p.pid).some((c) => ["cc1plus", "cicc", "ptxas"].includes(c)); await Bun.sleep(1))
+        if (performance.now() - t > 60_000) throw new Error(`no compiler under the watch after 60 s; lines ${JSON.stringify(lines)}`);
+      writeFileSync(header, `${original}// a comment\n`);
+      await until("line 5", () => lines.length >= 5);
+      await Bun.sleep(500); // room for a wrong extra line
+      expect(lines).toHaveLength(5);
+      expect(lines[4]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" });
+      expect(lines[4].buildSteps.incremental).toBe(true);
+      expect(w.err()).toContain("a save came while lib/ops.cuh was rebuilt: that build stopped");
       p.kill("SIGINT");
       expect(await p.exited).toBe(130);
     } finally {

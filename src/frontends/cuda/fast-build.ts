@@ -21,7 +21,7 @@ import { dirname, join, resolve } from "node:path";
 import { parseElf } from "../../codeobj/elf.ts";
 import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
 import { isPlainPath } from "../../util/shell-quote.ts";
-import { FastBuildUnavailable, runBuildCommand } from "../build.ts";
+import { BuildSuperseded, FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import { DevicePruner, type PruneState } from "./prune/cache.ts";
 import { loadPruneState, PRUNE_STATE_FILE, savePruneState } from "./prune/persist.ts";
 import type { PruneResult } from "./prune/policy.ts";
@@ -138,6 +138,8 @@ export type BuildSteps = {
   preprocessMs: number;
   pruneMs: number;
   compileMs: number;
+  /** The wait before the compile for the burst of file events to be quiet (FastBuildOptions.beforeCompile: the watch's), after the preprocessing and pruning. */
+  quietWaitMs?: number;
   incremental?: boolean;
   fullPreprocessMs?: number;
 };
@@ -341,6 +343,7 @@ async function planFor(dir: string, work: string, env: Record<string, string | u
       { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() },
       signal,
     );
+    if (signal?.aborted) throw new BuildSuperseded();
     if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
     if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
     const p = parseDryrun(dryErr, dryCubin, work);
@@ -358,9 +361,21 @@ async function planFor(dir: string, work: string, env: Record<string, string | u
  * @param pruner keeps what did not change between builds (src/frontends/cuda/prune/ DevicePruner)
  * @returns the module built and the time of each step
  * @throws FastBuildUnavailable with the reason (no plan, a step failed: the caller runs build.sh);
+ *   BuildSuperseded (`o.signal` aborted: its steps were killed and awaited, `state` keeps the base it had);
  *   KerncapError E_INTERRUPTED (a stop signal during a step)
  */
 export async function fastBuild(dirArg: string, work: string, o: FastBuildOptions, state: FastBuildState = new FastBuildState()): Promise<FastBuilt> {
+  try {
+    return await fastBuildSteps(dirArg, work, o, state);
+  } catch (e) {
+    // a step the caller's abort killed fails as a failed step would: said as what it is (no build.sh instead)
+    if (o.signal?.aborted && !(isKerncapError(e) && e.code === "E_INTERRUPTED")) throw e instanceof BuildSuperseded ? e : new BuildSuperseded();
+    throw e;
+  }
+}
+
+/** fastBuild's steps. */
+async function fastBuildSteps(dirArg: string, work: string, o: FastBuildOptions, state: FastBuildState): Promise<FastBuilt> {
   const dir = resolve(dirArg);
   // the plan's steps are nvcc's --dryrun lines, run by bash as written: a folder name with shell syntax would be code there
   for (const p of [dir, work])
@@ -378,8 +393,9 @@ export async function fastBuild(dirArg: string, work: string, o: FastBuildOption
   state.baseOnDisk = false; // gcc -E writes plan.fullTU from now on
   const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env, o.signal);
   full.catch(() => {});
-  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal, o.onCompile).catch((e) => {
+  const spec = await speculate(dir, plan, state, sources, preprocess, envLines, env, o.signal, o.onCompile, o.beforeCompile).catch(async (e) => {
     if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
+    if (e instanceof BuildSuperseded) throw (await full.catch(() => {}), e); // the whole TU's gcc -E (killed by the same abort) ended before the next build writes there
     state.lastMiss = `the incremental preprocessing failed: ${e instanceof Error ? e.message : String(e)}`; // a file it could not write …: the whole TU's output is compiled
     return undefined;
   });
@@ -388,6 +404,7 @@ export async function fastBuild(dirArg: string, work: string, o: FastBuildOption
   if (pp.code !== 0) {
     spec?.abort.abort();
     await spec?.compile.catch(() => {});
+    if (o.signal?.aborted) throw new BuildSuperseded(); // killed, not failed: the base stays (its text and sources agree)
     state.base = undefined;
     throw new FastBuildUnavailable(`the preprocessor failed: ${pp.err.trim().split("\n").slice(-3).join(" / ")}`);
   }
@@ -435,12 +452,15 @@ export async function fastBuild(dirArg: string, work: string, o: FastBuildOption
   }
   const pruned = state.prune(stripMacroLines(fullText));
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), { ...SCRATCH, root: dir });
+  const tq = performance.now();
+  await o.beforeCompile?.();
+  if (o.signal?.aborted) throw new BuildSuperseded();
   const t3 = performance.now();
   const cc = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal);
   o.onCompile?.();
   state.keepPruner();
   state.parseAhead();
-  return done(await cc, { preprocessMs: tFull - t1, pruneMs: t3 - tFull, incremental: false }, t3, pruned);
+  return done(await cc, { preprocessMs: tFull - t1, pruneMs: tq - tFull, quietWaitMs: t3 - tq, incremental: false }, t3, pruned);
 }
 
 /** FastBuildState.trace as build steps (`<step>Ms`): those of this build's incremental preprocessing, none when it had none. */
@@ -475,6 +495,7 @@ async function speculate(
   env: Record<string, string | undefined>,
   signal?: AbortSignal,
   onCompile?: () => void,
+  beforeCompile?: () => Promise<void>,
 ): Promise<Speculation | undefined> {
   const t0 = performance.now();
   let tm = t0;
@@ -528,6 +549,7 @@ async function speculate(
   } finally {
     for (const p of ip.files.keys()) rmSync(p, { force: true });
   }
+  if (signal?.aborted) throw new BuildSuperseded();
   if (r.code !== 0) return miss(`the synthetic TU does not preprocess: ${r.err.trim().split("\n").slice(-2).join(" / ")}`);
   const assembled = assemble(base.parsed, ip.cut, readFileSync(synthOut, "latin1"));
   if (!assembled) return miss("no sentinel in the synthetic TU's output");
@@ -538,13 +560,17 @@ async function speculate(
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), SCRATCH);
   mark("writePruned");
   const t2 = performance.now();
+  await beforeCompile?.();
+  mark("quietWait");
+  if (signal?.aborted) throw new BuildSuperseded();
+  const t3 = performance.now();
   const abort = new AbortController();
   signal?.addEventListener("abort", () => abort.abort());
   const compile = sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, abort.signal);
   compile.catch(() => {});
   onCompile?.();
   state.keepPruner();
-  return { assembled, prune: pruned, compile, abort, ppMs: t1 - t0, pruneMs: t2 - t1, compiledFrom: t2, from: `${ip.file}:${ip.fromLine}` };
+  return { assembled, prune: pruned, compile, abort, ppMs: t1 - t0, pruneMs: t2 - t1, compiledFrom: t3, from: `${ip.file}:${ip.fromLine}` };
 }
 
 /**

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
 import { parseRaw } from "../../../src/capture/raw.ts";
 import type { FastBuilder, Frontend } from "../../../src/frontends/frontend.ts";
-import { FastBuildUnavailable } from "../../../src/frontends/build.ts";
+import { BuildSuperseded, FastBuildUnavailable } from "../../../src/frontends/build.ts";
 import { captureEnrichment, captureOptions, registerFrontend } from "../../../src/frontends/index.ts";
 import { toyFrontend } from "../../frontends/toy/index.ts";
 import { tempDir, writeRawCapture } from "../fixtures.ts";
@@ -198,6 +198,38 @@ describe("validate's build strategy by measured cost", () => {
       }).rebuildOnce();
       expect(at.length, `fail ${fail}`).toBeGreaterThanOrEqual(1);
       expect(at[0]!, `fail ${fail}`).toBeGreaterThanOrEqual(290); // not at build.sh's start, while the fast build still works on this thread
+    }
+  }, 30_000);
+
+  test("the watch: build.sh starts once the burst is quiet; a save's rebuild a later save stops is superseded (no build.sh instead, the fast build stays on)", async () => {
+    const { dir, m } = await toyCapture();
+    const fast = toyFrontend.fastBuild!;
+    // a fast build whose step the abort kills: it fails as a killed step's exit says
+    const killable: FastBuilder = {
+      ...fast,
+      async build(d, work, o, series) {
+        if (o.signal?.aborted) throw new FastBuildUnavailable("the preprocessor failed: killed");
+        return fast.build(d, work, o, series);
+      },
+    };
+    const r = new Rebuilder(dir, m, { ...(toyFrontend as Frontend), fastBuild: killable }, { quiet: true, force: false, fullBuild: false, watch: true });
+    try {
+      const order: string[] = [];
+      const quiet = async () => {
+        await Bun.sleep(30);
+        order.push("quiet");
+      };
+      const first = await r.rebuildSave({ quiet, onCompile: () => order.push("build.sh") });
+      expect(first.builder).toBe("build.sh");
+      expect(order).toEqual(["quiet", "build.sh"]);
+      await r.checkBeside(first, new AbortController().signal); // the same machine code: the saves go to the fast build
+      const stop = new AbortController();
+      stop.abort();
+      await expect(r.rebuildSave({ signal: stop.signal, quiet })).rejects.toBeInstanceOf(BuildSuperseded);
+      await expect(r.rebuildSave({ signal: stop.signal })).rejects.toBeInstanceOf(BuildSuperseded);
+      expect((await r.rebuildSave()).builder).toBe("pruned"); // still on: a stopped build is no failure of the fast build
+    } finally {
+      r.close();
     }
   }, 30_000);
 

@@ -124,6 +124,19 @@ describe.skipIf(!GXX)("incremental preprocessing against g++ -E", () => {
     expect(r.asm.text).toContain("((a) + 3) * 2;"); // the edit, its macros expanded
     expect(stripMacroLines(r.asm.text)).not.toMatch(/^#define /m);
   });
+  test("no tail includes a file (an edit after the includes, included from headers that include nothing after it): no header is included again before the sentinel, and the output is the whole TU's", () => {
+    for (const [name, edit] of [
+      ["quiet-body", (s: string) => s.replace("  int r = LOCAL(a);", "  int r = LOCAL(a) - 1;")],
+      ["quiet-append", (s: string) => s + "// kerncap bench watch edit 1\n"],
+    ] as const) {
+      const r = incremental(name, "inc/kernel.h", edit);
+      expect(r.differs, name).toBeNull();
+      const synthetic = [...r.plan.files.values()].join("\n");
+      // common.h (#pragma once) was entered and left before the cut: not seen again (the synthetic TU's own chain is all it includes)
+      expect(synthetic, name).not.toContain(`#include "${join(WORK, name, "inc/common.h")}"`);
+      expect(synthetic.match(/^#include /gm)?.length ?? 0, name).toBe(r.plan.files.size - 1);
+    }
+  });
   test("an edit after a statement that spans lines: the cut goes before it", () => {
     const r = incremental("span", "inc/kernel.h", (s) => s.replace("    + SCALE;", "    + SCALE + 1;"));
     expect(r.differs).toBeNull();

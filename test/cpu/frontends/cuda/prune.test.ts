@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cubinKernels } from "../../../../src/codeobj/cubin.ts";
 import { NO_NVCC_REASON, NVCC } from "../../../nvcc-fixtures.ts";
-import { FastBuildUnavailable } from "../../../../src/frontends/build.ts";
+import { BuildSuperseded, FastBuildUnavailable } from "../../../../src/frontends/build.ts";
 import { fastBuild, FastBuildState, parseDryrun, sameKernelCode } from "../../../../src/frontends/cuda/fast-build.ts";
 import { KerncapError } from "../../../../src/errors.ts";
 import type { Manifest } from "../../../../src/format/manifest.ts";
@@ -241,6 +241,26 @@ describe.skipIf(!NVCC)("the pruned device-only build of a reproducer (nvcc)", ()
       expect(sameKernelCode(first, second, kernel)).not.toBeNull();
       expect(sameKernelCode(full(), second, kernel)).toBeNull();
       expect(pruner.reused).toBeGreaterThan(0);
+      // a build its caller stops (the watch: a later save) is superseded, not failed: no build.sh instead, and the base (the
+      // last whole-TU preprocessing and its sources) stays, so that the next save is still preprocessed incrementally
+      const base = state.base;
+      writeFileSync(hdr, `${readFileSync(hdr, "utf8")}// edit A\n`);
+      const atCompile = new AbortController(); // stopped where its compiler would start (the speculative path)
+      const quiet = async () => atCompile.abort();
+      await expect(fastBuild(out, work, { force: false, signal: atCompile.signal, beforeCompile: quiet }, state)).rejects.toBeInstanceOf(BuildSuperseded);
+      expect(state.base).toBe(base);
+      state.misses = 3; // no speculation: stopped during the whole TU's gcc -E
+      const early = new AbortController();
+      setTimeout(() => early.abort(), 20);
+      await expect(fastBuild(out, work, { force: false, signal: early.signal }, state)).rejects.toBeInstanceOf(BuildSuperseded);
+      expect(state.base).toBe(base);
+      state.misses = 0;
+      writeFileSync(hdr, `${readFileSync(hdr, "utf8")}// edit B\n`);
+      let waited = 0;
+      const h = await fastBuild(out, work, { force: false, beforeCompile: async () => void waited++ }, state);
+      expect(h.steps.incremental, state.lastMiss ?? "").toBe(true);
+      expect(waited).toBe(1); // its compiler waited for the quiet once
+      expect(sameKernelCode(second, new Uint8Array(readFileSync(h.module)), kernel)).toBeNull();
       // an edit that does not compile: the fast build says so (the watch then runs build.sh, which reports it)
       writeFileSync(hdr, readFileSync(hdr, "utf8").replace("int i =", "int i = undeclared_name +"));
       await expect(fastBuild(out, work, { force: false }, state)).rejects.toBeInstanceOf(FastBuildUnavailable);
