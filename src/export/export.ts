@@ -50,12 +50,20 @@ import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
 import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
-import { shippedManifest } from "../format/pack.ts";
+import { portabilityWarnings } from "../format/pack.ts";
+import { shippedManifestOf } from "../format/redact.ts";
+import { differingFiles } from "../format/source-digests.ts";
+import { cubinToolVersion } from "../codeobj/cubin.ts";
+import { pickCubin } from "../codeobj/fatbin.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { leftOutLine } from "../util/format.ts";
+import { isLeftOutOfSources } from "../format/file-names.ts";
 import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture, shownPath } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { describeJudging, judgingInEffect, mergeJudging, type JudgingOptions } from "../replay/judge-settings.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
@@ -114,6 +122,15 @@ export interface ExportResult {
    * the programs cannot apply (`notApplied`: sentences, also in the warnings and README.md).
    */
   judging: { settings: JudgingOptions; fromCapture: string[]; ignored: string | null; notApplied: string[] };
+  /** Files of the capture's project left out: editor temporaries and backups, hidden names under src/ (src/format/file-names.ts isLeftOutOfSources). */
+  leftOut: string[];
+  /**
+   * The exported src/ files that differ from what the capture wrote (manifest.sources, as inspect
+   * says: "src/x.cu (edited)", "(added)", "(gone)"): the module in data/ was not built from them.
+   */
+  changedSources: string[];
+  /** Why the reproducer may not rebuild elsewhere (pack's portabilityWarnings: absolute paths in build.sh …). */
+  warnings: string[];
   seconds: number;
 }
 
@@ -138,7 +155,15 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   verifyRegions(capDir, m);
   // names are data: the whole tree is planned and its names checked before anything is written
   const project = planProject(capDir, m);
-  for (const rel of project.skipped) log.warn(`not exported: ${shownPath(rel)} is not a regular file`);
+  if (project.leftOut.length) log.warn(leftOutLine(project.leftOut));
+  const changedSources = sourcesChanged(capDir, m, project.leftOut);
+  if (changedSources.length)
+    log.warn(
+      `src/ differs from the source the captured module was built from: ${changedSources.slice(0, 8).map((f) => escapeForTerminal(f, { oneLine: true })).join(", ")}${changedSources.length > 8 ? ", …" : ""}; the export ships it as it is now (its README.md says so: make run-src builds the edited source, ./repro runs the captured module)`,
+    );
+  // what pack says of the same capture: the export is the copy that goes to someone else
+  const warnings = portabilityWarnings(capDir, m);
+  for (const w of warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`);
   const out = resolve(outPath);
   checkOutput(capDir, out, Boolean(o.force));
   const params = new Uint8Array(readCaptureBytes(capDir, m.params.file, m.params.size));
@@ -188,7 +213,8 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       runSource: hasBuild && !triton ? "make run-src" : null,
       triton: triton ? "python3 repro.py" : null,
     };
-    renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, readmeContext(m, plan, files, editable, commands, triton, data, judging));
+    const context = { ...readmeContext(m, plan, files, editable, commands, triton, data, judging), ...toolchainContext(m, image), changedSources: changedSources.join(", ") };
+    renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, context);
     if (!triton) for (const f of ["repro.py", "kcdata.py"]) rmSync(join(tmp, f), { force: true });
     // the HSA program and its build files in place of the CUDA ones (templates/export/hsa/)
     if (amd) for (const f of readdirSync(join(tmp, "hsa"))) renameSync(join(tmp, "hsa", f), join(tmp, f));
@@ -212,6 +238,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       bytes,
       tolerance: plan.tolerance,
       judging,
+      leftOut: project.leftOut,
+      changedSources,
+      warnings,
       seconds: (performance.now() - t0) / 1000,
     };
   } catch (e) {
@@ -352,9 +381,10 @@ function copyData(capDir: string, m: Manifest, to: string): ExportResult["data"]
     const st = resolveInCapture(capDir, rel).stats;
     if (!st) continue; // an empty memory image may be absent (verifyFiles allows it)
     if (rel === MANIFEST_FILE) {
-      // as an archive ships it: host.machineId null (an export leaves the machine as an archive does; its
-      // id sent back in a folder would make that folder count as made here: src/format/pack.ts)
-      const bytes = shippedManifest(capDir);
+      // as `pack --redact` ships it: host.machineId null (its id sent back in a folder would make that folder
+      // count as made here: src/format/pack.ts), and no host name, user, command line, job environment, GPU
+      // identity or absolute project path (src/format/redact.ts): none of it replays the kernel
+      const { bytes } = shippedManifestOf(capDir, true);
       mkdirSync(to, { recursive: true });
       writeFileSync(join(to, rel), bytes, { flag: "wx", mode: 0o644 });
       out.push({ path: `data/${rel}`, bytes: bytes.length, shared: "copy" });
@@ -563,4 +593,56 @@ function folderBytes(dir: string): number {
     if (e.isFile()) n += statSync(join(e.parentPath, e.name)).size;
   }
   return n;
+}
+
+/**
+ * The exported src/ files that differ from what the capture wrote (manifest.sources: edited, added,
+ * gone, as `kerncap inspect` reads them), the frontend's generated files (CUDA's slice) and the
+ * files the export leaves out passed over; [] when the manifest records no digests.
+ * @returns "src/x.cu (edited)"-style entries
+ */
+function sourcesChanged(capDir: string, m: Manifest, leftOut: readonly string[]): string[] {
+  if (!m.sources) return [];
+  let generated: string[] = [];
+  try {
+    generated = (frontendOf(m).generatedSources?.(m) ?? []).map((g) => `src/${g}`);
+  } catch {
+    // a frontend this kerncap does not know: every file compared
+  }
+  const ignore = (p: string) => generated.includes(p) || leftOut.includes(p) || isLeftOutOfSources(p);
+  const d = differingFiles(capDir, m.sources, { ignore });
+  return [...d.edited.map((p) => `${p} (edited)`), ...d.added.map((p) => `${p} (added)`), ...d.gone.map((p) => `${p} (gone)`)];
+}
+
+/**
+ * The export README's toolchain facts (raw manifest text: the template escapes it): the GPU and
+ * its driver's CUDA version (cuDriverGetVersion), the tool that assembled the captured module's
+ * machine code for the captured architecture (.note.nv.tkinfo: ptxas and its release), how the
+ * module was loaded (module.source), the CUDA frontend's compile flags, where they came from, and
+ * what was not recovered when they were assumed (the capture README's "Assumed flags" warning).
+ */
+function toolchainContext(m: Manifest, image: Uint8Array): Record<string, unknown> {
+  const drv = m.device.driverVersion;
+  let assembler = "";
+  if (m.device.vendor === "nvidia" && m.module.kind !== "ptx") {
+    try {
+      assembler = cubinToolVersion(pickCubin(image, m.device.arch).cubin) ?? "";
+    } catch {
+      assembler = ""; // no cubin for the captured architecture (PTX only): nothing assembled it
+    }
+  }
+  const cuda = (m.source as { cuda?: Record<string, unknown> } | undefined)?.cuda;
+  const words = (x: unknown) => (Array.isArray(x) ? x.filter((w): w is string => typeof w === "string") : []);
+  const flags = words(cuda?.flags);
+  const assumed = words(cuda?.assumedFlags).length > 0;
+  return {
+    gpu: `${m.device.name} (${m.device.arch})`,
+    driver: drv === 0 ? "none (made without a GPU)" : `CUDA ${Math.floor(drv / 1000)}.${Math.floor((drv % 1000) / 10)} (cuDriverGetVersion ${drv})`,
+    assembler,
+    moduleSource: m.module.source,
+    compileFlags: flags.join(" "),
+    flagsFrom: assumed ? "assumed: kerncap found no compile command for the kernel's source" : typeof cuda?.flagsFrom === "string" ? cuda.flagsFrom : "",
+    flagsGuessed: assumed,
+    flagsMissing: words(cuda?.missingFlags).join(", "),
+  };
 }
