@@ -155,6 +155,8 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   verifyRegions(capDir, m);
   // names are data: the whole tree is planned and its names checked before anything is written
   const project = planProject(capDir, m);
+  const out = resolve(outPath);
+  checkOutput(capDir, out, Boolean(o.force));
   if (project.leftOut.length) log.warn(leftOutLine(project.leftOut));
   const changedSources = sourcesChanged(capDir, m, project.leftOut);
   if (changedSources.length)
@@ -164,8 +166,6 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   // what pack says of the same capture: the export is the copy that goes to someone else
   const warnings = portabilityWarnings(capDir, m);
   for (const w of warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`);
-  const out = resolve(outPath);
-  checkOutput(capDir, out, Boolean(o.force));
   const params = new Uint8Array(readCaptureBytes(capDir, m.params.file, m.params.size));
   const image = new Uint8Array(readCaptureBytes(capDir, m.module.file, m.module.size));
   const amd = m.device.vendor === "amd";
@@ -271,7 +271,9 @@ function exportJudging(capDir: string, m: Manifest, o: ExportOptions): ExportRes
 
 /**
  * OUT must not be the capture, inside it or hold it (a --force would delete the capture), and may
- * exist only as an empty folder or, with force, a previous export.
+ * exist only as an empty folder (written into as it is: `mkdir repro && kerncap export cap -o repro`)
+ * or, with force, a previous export (a folder holding the marker kerncap-export.json that an
+ * export writes: isPreviousExport). Any other folder or file is refused, with --force too.
  * @throws KerncapError E_USAGE, E_EXISTS, E_IO
  */
 function checkOutput(capDir: string, out: string, force: boolean): void {
@@ -292,19 +294,24 @@ function checkOutput(capDir: string, out: string, force: boolean): void {
   }
   if (!existsSync(out)) return;
   const st = lstatSync(out);
-  const empty = st.isDirectory() && readdirSync(out).length === 0;
-  let isExport = false;
+  if (st.isDirectory() && readdirSync(out).length === 0) return; // an empty folder: the export goes there as it is
+  if (!isPreviousExport(out))
+    throw new KerncapError(
+      "E_EXISTS",
+      `${out} exists and is ${st.isDirectory() ? "a folder that is neither empty nor a kerncap export (no kerncap-export.json)" : "not a folder"}; --force replaces only a previous export, never another folder`,
+      { hint: `Choose another output folder (-o), or move or remove ${out} yourself if it should go.` },
+    );
+  refuseExisting(out, force, { found: "a previous export", why: "", replaces: "a previous export", another: "output folder (-o)" });
+}
+
+/** Whether `out` is a folder a kerncap export wrote: it holds kerncap-export.json of format kerncap-export (no link followed). */
+function isPreviousExport(out: string): boolean {
   try {
-    isExport = st.isDirectory() && (JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8")) as { format?: unknown }).format === EXPORT_FORMAT;
+    if (!lstatSync(out).isDirectory() || !lstatSync(join(out, EXPORT_FILE)).isFile()) return false;
+    return (JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8")) as { format?: unknown }).format === EXPORT_FORMAT;
   } catch {
-    isExport = false;
+    return false;
   }
-  refuseExisting(out, force, {
-    found: isExport ? "a previous export" : empty ? "an empty folder" : false,
-    why: "is not a kerncap export",
-    replaces: "a previous export or an empty folder",
-    another: "output folder (-o)",
-  });
 }
 
 /**
@@ -326,8 +333,8 @@ function place(t: PrivateTemp, out: string, force: boolean): void {
 }
 
 function checkOutputAgain(out: string, force: boolean): void {
-  const empty = statSync(out).isDirectory() && readdirSync(out).length === 0;
-  if (!force && !empty)
+  const empty = lstatSync(out).isDirectory() && readdirSync(out).length === 0;
+  if (!empty && (!force || !isPreviousExport(out)))
     throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, {
       hint: "Export again (it then says whether --force may replace what is there), or choose another output folder (-o).",
     });
