@@ -6,7 +6,7 @@
  * VAs; the "kernel" applies the writes a file lists), and the Triton script's reconstruction
  * (kcdata.py, standard library only) is run with python3.
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, spyOn, test } from "bun:test";
 import {
   chmodSync,
   closeSync,
@@ -16,6 +16,7 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -42,6 +43,7 @@ import { acceptJudging, writeJudging } from "../../src/replay/judge-settings.ts"
 import { chunkedRanges } from "../raw-fixture.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { tempDir } from "./fixtures.ts";
+import { log } from "../../src/log.ts";
 
 const CUDA_HOME = [process.env.CUDA_HOME, "/usr/local/cuda"].find((p): p is string => !!p && existsSync(join(p, "include/cuda.h")));
 const CC = Bun.which("cc") ?? Bun.which("gcc");
@@ -92,6 +94,68 @@ async function demo(): Promise<{ cap: string; out: string; m: Manifest }> {
   const root = tempDir("kerncap-export-");
   const { dir, manifest } = writeDemo(join(root, "cap"), false);
   return { cap: dir, out: join(root, "out"), m: manifest };
+}
+
+/** Values planted in a capture's manifest that no export or redacted archive may hold. */
+const PLANTED = ["jdoe", "gpu-node-0421", "PROJX123", "CLASSIFIED_run42", "4a04f172", "0000:3b:00.0", "secretapp"];
+
+/** Fill capture `cap`'s manifest as a lab's capture records it (process, host, job environment, absolute project paths), with PLANTED values. */
+function plantPrivate(cap: string): void {
+  const p = join(cap, "kerncap.json");
+  const m = JSON.parse(readFileSync(p, "utf8"));
+  m.command = ["/home/jdoe/secretapp/bin/solver", "--deck", "/lustre/PROJX123/CLASSIFIED_run42.h5"];
+  m.host = { name: "gpu-node-0421.hpc.example.gov", machineId: "3d1219c7c4c5404aaa1f6d2a48adfda4" };
+  m.device = { ...m.device, name: "NVIDIA H200", driverVersion: 12080 };
+  m.process = {
+    pid: 4242,
+    ppid: 4200,
+    number: 0,
+    hostname: "gpu-node-0421.hpc.example.gov",
+    cmdline: m.command,
+    jobEnv: { SLURM_JOB_USER: "jdoe", SLURM_JOB_ACCOUNT: "PROJX123", SLURM_SUBMIT_DIR: "/home/jdoe/secretapp", SLURM_PROCID: "0" },
+    rank: 0,
+    rankVariable: "SLURM_PROCID",
+    selection: { by: "any", admitted: true },
+    visibleDevices: { CUDA_VISIBLE_DEVICES: "GPU-4a04f172-a58a-0fc9-4255-5e606d46062e" },
+    deviceUuid: "GPU-4a04f172-a58a-0fc9-4255-5e606d46062e",
+    pciBusId: "0000:3b:00.0",
+  };
+  const c = m.source.cuda;
+  m.source.cuda = {
+    ...c,
+    tu: "/home/jdoe/secretapp/saxpy.cu",
+    definition: "/home/jdoe/secretapp/saxpy.cu",
+    projectRoot: "/home/jdoe/secretapp",
+    compileCommands: "/home/jdoe/secretapp/build/compile_commands.json",
+    referencedOutsideRoot: ["/home/jdoe/otherlib/x.h"],
+    flags: [...c.flags, "-DLAB_FLAG=1"],
+  };
+  writeFileSync(p, JSON.stringify(m, null, 2));
+  // the capture's README quotes the project's folder and TU as the capture wrote them
+  const readme = join(cap, "README.md");
+  writeFileSync(readme, readFileSync(readme, "utf8").replaceAll("demo/app", "/home/jdoe/secretapp"));
+}
+
+/** The files under `dir` (relative) holding any of `needles`, with the needle found. */
+function grepTree(dir: string, needles: string[]): string[] {
+  const hits: string[] = [];
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!e.isFile()) continue;
+    const text = readFileSync(join(e.parentPath, e.name)).toString("latin1");
+    for (const n of needles) if (text.includes(n)) hits.push(`${join(e.parentPath, e.name).slice(dir.length + 1)}: ${n}`);
+  }
+  return hits;
+}
+
+/** Run `f` with kerncap's log captured: its value and the lines written (warnings and info). */
+async function logged<T>(f: () => T | Promise<T>): Promise<{ value: T; lines: string[] }> {
+  const lines: string[] = [];
+  const spies = [spyOn(log, "info"), spyOn(log, "warn")].map((sp) => sp.mockImplementation(((...a: unknown[]) => void lines.push(a.join(" "))) as never));
+  try {
+    return { value: await f(), lines };
+  } finally {
+    for (const sp of spies) sp.mockRestore();
+  }
 }
 
 /**
@@ -210,12 +274,13 @@ describe("kerncap export: the folder", () => {
     for (const d of r.data) expect(lstatSync(join(out, d.path)).nlink).toBe(1);
     verifyFiles(cap, m);
     verifyFiles(join(out, "data"), readManifest(join(out, "data")));
-    // data/kerncap.json as an archive ships it: without this machine's id (an export leaves the machine; the id sent
-    // back in a forged folder made it count as made here: a trial), the rest the capture's
+    // data/kerncap.json as pack --redact ships it: without this machine's id (an export leaves the machine; the id sent
+    // back in a forged folder made it count as made here: a trial), its host name and command line, the rest the capture's
     const kept = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
     const sent = JSON.parse(readFileSync(join(out, "data/kerncap.json"), "utf8"));
-    expect(sent.host.machineId).toBeNull();
-    expect({ ...sent, host: { ...sent.host, machineId: kept.host.machineId } }).toEqual(kept);
+    expect(sent.host).toEqual({ name: "(redacted)", machineId: null });
+    expect(sent.command).toEqual([]);
+    expect({ ...sent, host: kept.host, command: kept.command }).toEqual(kept);
     // validate of the export's data/ (a capture without its project) points at the export's own project
     const nb = await buildReproducer(join(out, "data"), { quiet: true, force: false }).then(
       () => undefined,
@@ -265,7 +330,13 @@ describe("kerncap export: the folder", () => {
     mkdirSync(other);
     writeFileSync(join(other, "notes.txt"), "keep");
     expect(code(() => exportCapture(cap, other, { force: true }))).toBe("E_EXISTS");
+    expect(code(() => exportCapture(cap, other))).toBe("E_EXISTS");
     expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("keep");
+    // an empty folder (mkdir repro && kerncap export cap -o repro) is written into without --force
+    const empty = join(out, "..", "empty");
+    mkdirSync(empty);
+    expect(code(() => exportCapture(cap, empty))).toBe("ok");
+    expect(existsSync(join(empty, EXPORT_FILE))).toBe(true);
     expect(code(() => exportCapture(cap, join(cap, "x")))).toBe("E_USAGE");
     expect(code(() => exportCapture(cap, join(cap, "..")))).toBe("E_USAGE");
     expect(existsSync(join(cap, "x"))).toBe(false);
@@ -308,15 +379,73 @@ describe("kerncap export: the folder", () => {
     expect(await refusal(() => exportCapture(cap, out))).toEqual(packed);
     expect(existsSync(out)).toBe(false);
   });
-  test("links: a symbolic link in src/ is not followed, a data file with a second name is refused", async () => {
+  test("links: a symbolic link in src/ is refused as pack and validate refuse it (E_UNSAFE_PATH, nothing written), a data file with a second name is refused", async () => {
     const { cap, out } = await demo();
     writeFileSync(join(cap, "..", "secret.txt"), "secret");
     symlinkSync(join(cap, "..", "secret.txt"), join(cap, "src/leak.cu"));
-    exportCapture(cap, out);
-    expect(existsSync(join(out, "src/leak.cu"))).toBe(false);
+    let err: unknown;
+    try {
+      exportCapture(cap, out);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: "E_UNSAFE_PATH" });
+    expect((err as Error).message).toContain('"src/leak.cu" is a symbolic link');
+    expect(existsSync(out)).toBe(false);
+    rmSync(join(cap, "src/leak.cu"));
     linkSync(join(cap, "kernel/params.bin"), join(cap, "..", "params-link"));
     expect(() => exportCapture(cap, join(out, "..", "out2"))).toThrow(/hard link/);
     expect(existsSync(join(out, "..", "out2"))).toBe(false);
+  });
+
+  test("private facts: a capture whose manifest holds a host, user, command line, job environment and GPU identity exports none of them; the GPU model, driver and flags stay", async () => {
+    const { cap, out } = await demo();
+    plantPrivate(cap);
+    const r = exportCapture(cap, out);
+    expect(v.safeParse(DOCUMENTS.export, jsonDocument("export", r)).success).toBe(true);
+    const found = grepTree(out, PLANTED);
+    expect(found).toEqual([]);
+    const sent = readManifest(join(out, "data")); // still a capture: its schema and checksums hold
+    verifyFiles(join(out, "data"), sent);
+    expect(sent.device.name).toBe("NVIDIA H200");
+    expect(sent.device.driverVersion).toBe(12080);
+    expect((sent.source as { cuda: { flags: string[] } }).cuda.flags).toContain("-DLAB_FLAG=1");
+    expect(sent.process?.jobEnv).toEqual({ SLURM_PROCID: "0" }); // the rank kept, the rest gone
+    const readme = readFileSync(join(out, "README.md"), "utf8");
+    expect(readme).toContain("| GPU | NVIDIA H200 (sm\\_90) |");
+    expect(readme).toContain("CUDA 12.8 (cuDriverGetVersion 12080)");
+    expect(readme).toContain("The compile flags are included here");
+    expect(readme).toContain("**The compile flags were guessed**");
+  });
+
+  test("editor temporaries and hidden files under src/ are left out and named in one warning; an Emacs backup no longer refuses the export", async () => {
+    const { cap, out } = await demo();
+    writeFileSync(join(cap, "src/.saxpy.cu.swp"), "b0VIM 9.0 jdoe gpu-node-0421 /home/jdoe/proj/saxpy.cu");
+    writeFileSync(join(cap, "src/saxpy.cu~"), "old text");
+    writeFileSync(join(cap, "src/#saxpy.cu#"), "autosave");
+    const warned = await logged(() => exportCapture(cap, out));
+    const r = warned.value;
+    expect(r.leftOut).toEqual(["src/#saxpy.cu#", "src/.saxpy.cu.swp", "src/saxpy.cu~"]);
+    for (const f of r.leftOut) expect(existsSync(join(out, f))).toBe(false);
+    expect(warned.lines.filter((l) => l.includes("left out 3 editor temporaries"))).toHaveLength(1);
+    expect(r.changedSources).toEqual([]); // left-out files are no edit
+  });
+
+  test("an edited source is said: a warning naming it, a line in README.md, changedSources; absolute paths in build.sh warn as pack warns", async () => {
+    const { cap, out } = await demo();
+    writeFileSync(join(cap, "src/saxpy.cu"), `${readFileSync(join(cap, "src/saxpy.cu"), "utf8")}\n// an experiment\n`);
+    writeFileSync(join(cap, "build.sh"), readFileSync(join(cap, "build.sh"), "utf8").replace('-I"$here/src"', '-I"$here/src" -I/home/jdoe/include'));
+    const warned = await logged(() => exportCapture(cap, out));
+    expect(warned.value.changedSources).toEqual(["src/saxpy.cu (edited)"]);
+    expect(warned.lines.some((l) => l.includes("src/ differs from the source the captured module was built from: src/saxpy.cu (edited)"))).toBe(true);
+    expect(readFileSync(join(out, "README.md"), "utf8")).toContain("**Edited source**: `src/` differs from the source the captured module was built from");
+    expect(warned.value.warnings.join("\n")).toContain("/home/jdoe/include");
+    expect(warned.lines.some((l) => l.includes("build.sh names 1 absolute path outside the capture"))).toBe(true);
+    rmSync(out, { recursive: true });
+    // an unedited capture: nothing said
+    const fresh = await demo();
+    expect(exportCapture(fresh.cap, fresh.out).changedSources).toEqual([]);
+    expect(readFileSync(join(fresh.out, "README.md"), "utf8")).not.toContain("Edited source");
   });
 
   test("a sparse memory image stays sparse in the export (where no reflink is made: its data extents copied, holes left)", async () => {
