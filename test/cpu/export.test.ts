@@ -365,6 +365,17 @@ describe("kerncap export: the folder", () => {
     expect(readme).toContain("CUDA 12.8 (cuDriverGetVersion 12080)");
     expect(readme).toContain("The compile flags are included here");
     expect(readme).toContain("**The compile flags were guessed**");
+    // the demo's fatbin: its sm_90 cubin's .note.nv.tkinfo names the ptxas release that assembled it
+    expect(readme).toMatch(/assembled by \| ptxas Cuda compilation tools, release \d+\.\d+/);
+    // the export folder given where a capture is expected: said as an export, pointing at its data/
+    let err: unknown;
+    try {
+      readManifest(out);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: "E_NOT_CAPTURE" });
+    expect((err as Error).message).toBe(`${out} is an exported reproducer (kerncap export), not a capture; the capture's data is in ${join(out, "data")}`);
   });
 
   test("editor temporaries and hidden files under src/ are left out and named in one warning; an Emacs backup no longer refuses the export", async () => {
