@@ -161,7 +161,12 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   const changedSources = sourcesChanged(capDir, m, project.leftOut);
   if (changedSources.length)
     log.warn(
-      `src/ differs from the source the captured module was built from: ${changedSources.slice(0, 8).map((f) => escapeForTerminal(f, { oneLine: true })).join(", ")}${changedSources.length > 8 ? ", …" : ""}; the export ships it as it is now (its README.md says so: make run-src builds the edited source, ./repro runs the captured module)`,
+      `src/ differs from the source the captured module was built from: ${changedSources
+        .slice(0, 8)
+        .map((f) => escapeForTerminal(f, { oneLine: true }))
+        .join(
+          ", ",
+        )}${changedSources.length > 8 ? ", …" : ""}; the export ships it as it is now (its README.md says so: make run-src builds the edited source, ./repro runs the captured module)`,
     );
   // what pack says of the same capture: the export is the copy that goes to someone else
   const warnings = portabilityWarnings(capDir, m);
@@ -213,7 +218,11 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       runSource: hasBuild && !triton ? "make run-src" : null,
       triton: triton ? "python3 repro.py" : null,
     };
-    const context = { ...readmeContext(m, plan, files, editable, commands, triton, data, judging), ...toolchainContext(m, image), changedSources: changedSources.join(", ") };
+    const context = {
+      ...readmeContext(m, plan, files, editable, commands, triton, data, judging),
+      ...toolchainContext(m, image),
+      changedSources: changedSources.join(", "),
+    };
     renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, context);
     if (!triton) for (const f of ["repro.py", "kcdata.py"]) rmSync(join(tmp, f), { force: true });
     // the HSA program and its build files in place of the CUDA ones (templates/export/hsa/)

@@ -29,7 +29,8 @@ export const REDACTED_ROOT = "/redacted/project";
 export const REDACTED = "(redacted)";
 
 /** Launcher variables a redacted manifest keeps (a rank or a job size: a number, nothing about the user or the machine). */
-const RANK_VARIABLE = /^(RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_COMM_WORLD_(RANK|SIZE|LOCAL_RANK|LOCAL_SIZE)|PMI_(RANK|SIZE)|PMIX_RANK|SLURM_(PROCID|NTASKS|LOCALID|NODEID))$/;
+const RANK_VARIABLE =
+  /^(RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_COMM_WORLD_(RANK|SIZE|LOCAL_RANK|LOCAL_SIZE)|PMI_(RANK|SIZE)|PMIX_RANK|SLURM_(PROCID|NTASKS|LOCALID|NODEID))$/;
 
 type Json = Record<string, unknown>;
 const obj = (x: unknown): Json | undefined => (x && typeof x === "object" && !Array.isArray(x) ? (x as Json) : undefined);
@@ -43,7 +44,8 @@ export function privateFields(json: unknown): string[] {
   const out: string[] = [];
   const host = obj(m.host);
   const p = obj(m.process);
-  const nonEmpty = (x: unknown) => (Array.isArray(x) ? x.length > 0 : typeof x === "string" ? x !== "" && x !== REDACTED : obj(x) ? Object.keys(obj(x)!).length > 0 : false);
+  const nonEmpty = (x: unknown) =>
+    Array.isArray(x) ? x.length > 0 : typeof x === "string" ? x !== "" && x !== REDACTED : obj(x) ? Object.keys(obj(x)!).length > 0 : false;
   if (nonEmpty(host?.name) || nonEmpty(p?.hostname)) out.push("host name");
   if (nonEmpty(m.command) || nonEmpty(p?.cmdline)) out.push("command line");
   const env = obj(p?.jobEnv);
@@ -112,7 +114,13 @@ export function redactManifest(json: unknown): { json: Json; removed: string[] }
       return `/redacted/${s.split("/").filter(Boolean).pop() ?? ""}`;
     };
     const walk = (x: unknown): unknown =>
-      typeof x === "string" ? mapped(x) : Array.isArray(x) ? x.map(walk) : obj(x) ? Object.fromEntries(Object.entries(obj(x)!).map(([k, v]) => [k, walk(v)])) : x;
+      typeof x === "string"
+        ? mapped(x)
+        : Array.isArray(x)
+          ? x.map(walk)
+          : obj(x)
+            ? Object.fromEntries(Object.entries(obj(x)!).map(([k, v]) => [k, walk(v)]))
+            : x;
     // the flags stay as they are (they build the kernel); a path inside one is not walked
     const cuda = obj(obj(m.source)?.cuda);
     const flags = cuda?.flags;
