@@ -281,8 +281,10 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
   const shipped = new Map([[MANIFEST_FILE, manifest.bytes]]);
   // the capture's README.md quotes the project's folder and TU (a Triton one the command line): the same values replaced
   const readme = opts.redact ? readInCapture(dir, "README.md", MANIFEST_MAX_BYTES) : undefined;
-  if (readme) shipped.set("README.md", new TextEncoder().encode(redactText(readme.toString("utf8"), manifest.removed, manifest.root)));
+  if (readme) shipped.set("README.md", new TextEncoder().encode(redactText(readme.toString("utf8"), manifest.removed)));
   const { index, filesTotal, dataTotal, leftOut } = packIndex(dir, root, m, shipped);
+  // the index's warnings quote the project's paths (headers outside it, overlay's root): redacted as the manifest is
+  if (opts.redact) index.warnings = index.warnings.map((w) => redactText(w, manifest.removed));
   const written = await writeArchive(dir, out, index, existed, opts, tick, shipped);
   const { files, warnings } = index;
   return {

@@ -63,22 +63,25 @@ function absolutePaths(x: unknown): string[] {
   return o ? Object.values(o).flatMap(absolutePaths) : [];
 }
 
+/** A private string and what replaces it in text (redactText): a path its redacted path, anything else REDACTED. */
+export type Replacement = [from: string, to: string];
+
 /**
  * Manifest `json` without its private fields (see the module's comment), as a new object, and
  * the private strings it held (host names, paths, command-line words, variables' values: longest
- * first), which redactText replaces in the capture's README.md.
+ * first) with what replaces each, which redactText applies to the capture's README.md and pack's warnings.
  */
-export function redactManifest(json: unknown): { json: Json; removed: string[] } {
+export function redactManifest(json: unknown): { json: Json; removed: Replacement[] } {
   const m = structuredClone(obj(json) ?? {}) as Json;
-  const removed = new Set<string>();
+  const removed = new Map<string, string>();
   const take = (x: unknown) => {
     // a word of 3 or more characters, not a number alone (a README quotes both the kernel's sizes and these)
-    if (typeof x === "string" && x.length >= 3 && x !== REDACTED && !/^\d+$/.test(x)) removed.add(x);
+    if (typeof x === "string" && x.length >= 3 && x !== REDACTED && !/^\d+$/.test(x) && !removed.has(x)) removed.set(x, REDACTED);
     else if (Array.isArray(x)) x.forEach(take);
     else if (obj(x)) Object.values(obj(x)!).forEach(take);
   };
   if (Array.isArray(m.command)) {
-    if (m.command.length) removed.add(m.command.join(" "));
+    if (m.command.length) removed.set(m.command.join(" "), REDACTED);
     take(m.command.filter((w) => typeof w === "string" && w.includes("/"))); // a path; a bare word (python) may be any text
     m.command = [];
   }
@@ -90,7 +93,7 @@ export function redactManifest(json: unknown): { json: Json; removed: string[] }
   const p = obj(m.process);
   if (p) {
     take(p.hostname);
-    if (Array.isArray(p.cmdline) && p.cmdline.length) removed.add(p.cmdline.join(" "));
+    if (Array.isArray(p.cmdline) && p.cmdline.length) removed.set(p.cmdline.join(" "), REDACTED);
     take(Array.isArray(p.cmdline) ? p.cmdline.filter((w) => typeof w === "string" && w.includes("/")) : []);
     const env = obj(p.jobEnv) ?? {};
     const kept: Json = {};
@@ -126,10 +129,10 @@ export function redactManifest(json: unknown): { json: Json; removed: string[] }
     const flags = cuda?.flags;
     m.source = walk(m.source);
     if (cuda && flags !== undefined) (obj(m.source)!.cuda as Json).flags = flags;
-    if (root) removed.add(root);
-    for (const s of paths) removed.add(s);
+    if (root) removed.set(root, REDACTED_ROOT);
+    for (const s of paths) removed.set(s, mapped(s));
   }
-  return { json: m, removed: [...removed].sort((a, b) => b.length - a.length) };
+  return { json: m, removed: [...removed].sort((a, b) => b[0].length - a[0].length) };
 }
 
 /** source.cuda.projectRoot when it is an absolute path. */
@@ -138,24 +141,24 @@ function projectRootOf(source: unknown): string | undefined {
   return typeof r === "string" && r.startsWith("/") && r !== "/" ? r.replace(/\/+$/, "") : undefined;
 }
 
-/** `text` with every string of `removed` (redactManifest's, longest first) replaced: REDACTED_ROOT for the project's root, else REDACTED. */
-export function redactText(text: string, removed: readonly string[], root?: string): string {
+/** `text` with every private string of `removed` (redactManifest's, longest first) replaced by its redacted form. */
+export function redactText(text: string, removed: readonly Replacement[]): string {
   let out = text;
-  for (const s of removed) out = out.split(s).join(root && s === root ? REDACTED_ROOT : REDACTED);
+  for (const [from, to] of removed) out = out.split(from).join(to);
   return out;
 }
 
 /**
  * The manifest of capture `dir` as every export and archive ships it: host.machineId null (the
  * machine's id makes a capture "made here": src/format/received.ts, src/format/pack.ts), and with
- * `redact` without its private fields (redactManifest). @returns its bytes (re-serialised), the
- * private strings removed (for redactText; [] without `redact`) and the project's root they map.
+ * `redact` without its private fields (redactManifest). @returns its bytes (re-serialised) and the
+ * private strings removed with their replacements (for redactText; [] without `redact`).
  * @throws KerncapError as readInCapture (E_UNSAFE_PATH, E_IO)
  */
-export function shippedManifestOf(dir: string, redact: boolean): { bytes: Uint8Array; removed: string[]; root: string | undefined } {
+export function shippedManifestOf(dir: string, redact: boolean): { bytes: Uint8Array; removed: Replacement[] } {
   const json = JSON.parse(readInCapture(dir, MANIFEST_FILE, MANIFEST_MAX_BYTES)!.toString("utf8")) as Json;
   const host = obj(json.host);
   if (host) host.machineId = null;
   const r = redact ? redactManifest(json) : { json, removed: [] };
-  return { bytes: new TextEncoder().encode(`${JSON.stringify(r.json, null, 2)}\n`), removed: r.removed, root: redact ? projectRootOf(json.source) : undefined };
+  return { bytes: new TextEncoder().encode(`${JSON.stringify(r.json, null, 2)}\n`), removed: r.removed };
 }

@@ -184,7 +184,11 @@ describe("pack / unpack", () => {
     const zipText = readFileSync(join(root, "red.zip")).toString("latin1");
     const u = await unpackArchive(p.archive, join(root, "back"));
     expect(grepTree(u.dir, PLANTED)).toEqual([]);
-    for (const n of ["CLASSIFIED_run42", "0000:3b:00.0"]) expect(zipText.includes(n)).toBe(false); // stored or in the index
+    for (const n of ["CLASSIFIED_run42", "0000:3b:00.0"]) expect(zipText.includes(n)).toBe(false); // no stored entry holds them
+    // the index (not unpacked as a file): its warnings name the header outside the project without its folder
+    const ix = JSON.stringify(await readPackIndex(p.archive));
+    expect(ix).toContain("/redacted/x.h");
+    for (const n of PLANTED) expect(ix.includes(n), n).toBe(false);
     const m = readManifest(u.dir);
     verifyRegions(u.dir, m);
     expect(m.host).toEqual({ name: "(redacted)", machineId: null });
