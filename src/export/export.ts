@@ -51,7 +51,7 @@ import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
 import { portabilityWarnings } from "../format/pack.ts";
-import { shippedManifestOf } from "../format/redact.ts";
+import { redactManifest, shippedManifestOf } from "../format/redact.ts";
 import { differingFiles } from "../format/source-digests.ts";
 import { cubinToolVersion } from "../codeobj/cubin.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
@@ -159,15 +159,12 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   checkOutput(capDir, out, Boolean(o.force));
   if (project.leftOut.length) log.warn(leftOutLine(project.leftOut));
   const changedSources = sourcesChanged(capDir, m, project.leftOut);
-  if (changedSources.length)
+  if (changedSources.length) {
+    const named = changedSources.slice(0, 8).map((f) => escapeForTerminal(f, { oneLine: true }));
     log.warn(
-      `src/ differs from the source the captured module was built from: ${changedSources
-        .slice(0, 8)
-        .map((f) => escapeForTerminal(f, { oneLine: true }))
-        .join(
-          ", ",
-        )}${changedSources.length > 8 ? ", …" : ""}; the export ships it as it is now (its README.md says so: make run-src builds the edited source, ./repro runs the captured module)`,
+      `src/ differs from the source the captured module was built from: ${named.join(", ")}${changedSources.length > 8 ? ", …" : ""}; the export ships it as it is now (its README.md says so: make run-src builds the edited source, ./repro runs the captured module)`,
     );
+  }
   // what pack says of the same capture: the export is the copy that goes to someone else
   const warnings = portabilityWarnings(capDir, m);
   for (const w of warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`);
@@ -647,7 +644,8 @@ function toolchainContext(m: Manifest, image: Uint8Array): Record<string, unknow
       assembler = ""; // no cubin for the captured architecture (PTX only): nothing assembled it
     }
   }
-  const cuda = (m.source as { cuda?: Record<string, unknown> } | undefined)?.cuda;
+  // as data/kerncap.json holds them: the project's root in an -I path redacted (src/format/redact.ts)
+  const cuda = (redactManifest({ source: m.source }).json.source as { cuda?: Record<string, unknown> } | undefined)?.cuda;
   const words = (x: unknown) => (Array.isArray(x) ? x.filter((w): w is string => typeof w === "string") : []);
   const flags = words(cuda?.flags);
   const assumed = words(cuda?.assumedFlags).length > 0;

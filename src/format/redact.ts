@@ -12,12 +12,13 @@
  *   process.deviceUuid, pciBusId  the GPU's identity
  *   source.* absolute paths       the project's folder (/home/USER/…), the TU, compile_commands.json,
  *                                 headers outside the project: the project's root becomes
- *                                 REDACTED_ROOT (what lies under it keeps its relative path),
- *                                 any other absolute path /redacted/ and its file name
+ *                                 REDACTED_ROOT (what lies under it keeps its relative path, in a
+ *                                 flag's -I path too), any other absolute path /redacted/ and its
+ *                                 file name
  *
  * Kept: the kernel, launch, regions, checksums, the GPU's model and architecture, the driver
- * version, the compile flags (source.cuda.flags: they may carry -D values and -I paths, which the
- * docs say), the tool's version. The manifest has no checksum of its own (files[] lists the other
+ * version, the compile flags (source.cuda.flags: they may carry -D values and -I paths outside the
+ * project, which the docs say), the tool's version. The manifest has no checksum of its own (files[] lists the other
  * files), so the redacted manifest verifies as the original did.
  */
 import { MANIFEST_FILE } from "./manifest.ts";
@@ -116,19 +117,17 @@ export function redactManifest(json: unknown): { json: Json; removed: Replacemen
       if (root && (s === root || s.startsWith(`${root}/`))) return REDACTED_ROOT + s.slice(root.length);
       return `/redacted/${s.split("/").filter(Boolean).pop() ?? ""}`;
     };
+    // a path inside another string (a flag's -I/home/USER/project/include) loses the project's root the same way
+    const inText = (s: string): string => (s.startsWith("/") ? mapped(s) : root ? s.split(root).join(REDACTED_ROOT) : s);
     const walk = (x: unknown): unknown =>
       typeof x === "string"
-        ? mapped(x)
+        ? inText(x)
         : Array.isArray(x)
           ? x.map(walk)
           : obj(x)
             ? Object.fromEntries(Object.entries(obj(x)!).map(([k, v]) => [k, walk(v)]))
             : x;
-    // the flags stay as they are (they build the kernel); a path inside one is not walked
-    const cuda = obj(obj(m.source)?.cuda);
-    const flags = cuda?.flags;
     m.source = walk(m.source);
-    if (cuda && flags !== undefined) (obj(m.source)!.cuda as Json).flags = flags;
     if (root) removed.set(root, REDACTED_ROOT);
     for (const s of paths) removed.set(s, mapped(s));
   }

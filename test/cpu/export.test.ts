@@ -358,7 +358,7 @@ describe("kerncap export: the folder", () => {
     verifyFiles(join(out, "data"), sent);
     expect(sent.device.name).toBe("NVIDIA H200");
     expect(sent.device.driverVersion).toBe(12080);
-    expect((sent.source as { cuda: { flags: string[] } }).cuda.flags).toContain("-DLAB_FLAG=1");
+    expect((sent.source as { cuda: { flags: string[] } }).cuda.flags).toEqual(expect.arrayContaining(["-DLAB_FLAG=1", "-I/redacted/project/include"]));
     expect(sent.process?.jobEnv).toEqual({ SLURM_PROCID: "0" }); // the rank kept, the rest gone
     const readme = readFileSync(join(out, "README.md"), "utf8");
     expect(readme).toContain("| GPU | NVIDIA H200 (sm\\_90) |");

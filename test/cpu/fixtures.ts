@@ -347,7 +347,7 @@ export function plantPrivate(cap: string): void {
     projectRoot: "/home/jdoe/secretapp",
     compileCommands: "/home/jdoe/secretapp/build/compile_commands.json",
     referencedOutsideRoot: ["/home/jdoe/otherlib/x.h"],
-    flags: [...c.flags, "-DLAB_FLAG=1"],
+    flags: [...c.flags, "-I/home/jdoe/secretapp/include", "-DLAB_FLAG=1"],
   };
   writeFileSync(p, JSON.stringify(m, null, 2));
   // the capture's README quotes the project's folder and TU as the capture wrote them
