@@ -651,7 +651,12 @@ function toolchainContext(m: Manifest, image: Uint8Array): Record<string, unknow
   const assumed = words(cuda?.assumedFlags).length > 0;
   return {
     gpu: `${m.device.name} (${m.device.arch})`,
-    driver: drv === 0 ? "none (made without a GPU)" : `CUDA ${Math.floor(drv / 1000)}.${Math.floor((drv % 1000) / 10)} (cuDriverGetVersion ${drv})`,
+    driver:
+      drv === 0
+        ? "none (made without a GPU)"
+        : m.device.vendor === "amd"
+          ? `HSA runtime version ${drv}`
+          : `CUDA ${Math.floor(drv / 1000)}.${Math.floor((drv % 1000) / 10)} (cuDriverGetVersion ${drv})`,
     assembler,
     moduleSource: m.module.source,
     compileFlags: flags.join(" "),
