@@ -198,6 +198,8 @@ describe("pack / unpack", () => {
     expect(readFileSync(join(u.dir, "README.md"), "utf8")).toContain("/redacted/project");
     const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
     expect(r.result).toBe(0);
+    // packed again by its recipient: nothing private left to name
+    expect((await packCapture(u.dir, join(root, "again.zip"))).privateFields).toEqual([]);
   });
 
   test("editor temporaries: a vim swap file and an Emacs backup, autosave and lock link are left out of the archive and named in one warning (a backup refused the pack before)", async () => {
