@@ -91,12 +91,12 @@ export function cubinArch(input: CubinInput): string {
 }
 
 /**
- * The `-arch sm_XX` that ptxas recorded in `.note.nv.tkinfo`, or undefined. Note layout (observed,
+ * What ptxas recorded of itself in `.note.nv.tkinfo`, or undefined. Note layout (observed,
  * matches public decoders): ELF note header, name "NVIDIA Corp", then a descriptor of six u32
  * (note version, then offsets of object file name, tool name, tool version, tool branch, tool
  * arguments) relative to the NUL-separated strings that start 24 bytes into the descriptor.
  */
-function toolArch(elf: ElfFile): string | undefined {
+function toolInfo(elf: ElfFile): { name: string; version: string; args: string } | undefined {
   const sec = elf.section(".note.nv.tkinfo");
   if (!sec) return undefined;
   const b = elf.sectionBytes(sec);
@@ -106,12 +106,33 @@ function toolArch(elf: ElfFile): string | undefined {
   const descsz = dv.getUint32(4, true);
   const desc = 12 + ((namesz + 3) & ~3);
   if (desc + 24 > b.length || desc + descsz > b.length) return undefined;
-  const argsOff = dv.getUint32(desc + 20, true);
   const strings = b.subarray(desc + 24, desc + descsz);
-  if (argsOff >= strings.length) return undefined;
-  const end = strings.indexOf(0, argsOff);
-  const args = new TextDecoder().decode(strings.subarray(argsOff, end < 0 ? strings.length : end));
-  return /-arch[= ]+(sm_\d+[af]?)/.exec(args)?.[1];
+  const at = (field: number): string => {
+    const off = dv.getUint32(desc + field, true);
+    if (off >= strings.length) return "";
+    const end = strings.indexOf(0, off);
+    return new TextDecoder().decode(strings.subarray(off, end < 0 ? strings.length : end));
+  };
+  return { name: at(8), version: at(12), args: at(20) };
+}
+
+/** The `-arch sm_XX` that ptxas recorded in `.note.nv.tkinfo`, or undefined. */
+function toolArch(elf: ElfFile): string | undefined {
+  return /-arch[= ]+(sm_\d+[af]?)/.exec(toolInfo(elf)?.args ?? "")?.[1];
+}
+
+/**
+ * The tool that assembled the cubin, as `.note.nv.tkinfo` records it (e.g. "ptxas Cuda compilation
+ * tools, release 13.0, V13.0.48"), or undefined when the note is absent or unreadable.
+ */
+export function cubinToolVersion(input: CubinInput): string | undefined {
+  try {
+    const t = toolInfo(asCubin(input));
+    const text = [t?.name, t?.version].filter(Boolean).join(" ").trim();
+    return text || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 // ───────────────────────────── .nv.info attributes ─────────────────────────────

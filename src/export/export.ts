@@ -50,8 +50,8 @@ import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
 import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
-import { shippedManifest } from "../format/pack.ts";
-import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture, shownPath } from "../format/paths.ts";
+import { shippedManifestOf } from "../format/redact.ts";
+import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
@@ -61,6 +61,7 @@ import { describeJudging, judgingInEffect, mergeJudging, type JudgingOptions } f
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
 import { planProject, type ProjectEntry } from "./project-names.ts";
+import { readmeContext, sayWhatShips, toolchainContext } from "./readme.ts";
 
 export { assertExportableNames } from "./project-names.ts";
 
@@ -114,6 +115,15 @@ export interface ExportResult {
    * the programs cannot apply (`notApplied`: sentences, also in the warnings and README.md).
    */
   judging: { settings: JudgingOptions; fromCapture: string[]; ignored: string | null; notApplied: string[] };
+  /** Files of the capture's project left out: editor temporaries and backups, hidden names under src/ (src/format/file-names.ts isLeftOutOfSources). */
+  leftOut: string[];
+  /**
+   * The exported src/ files that differ from what the capture wrote (manifest.sources, as inspect
+   * says: "src/x.cu (edited)", "(added)", "(gone)"): the module in data/ was not built from them.
+   */
+  changedSources: string[];
+  /** Why the reproducer may not rebuild elsewhere (pack's portabilityWarnings: absolute paths in build.sh …). */
+  warnings: string[];
   seconds: number;
 }
 
@@ -138,9 +148,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   verifyRegions(capDir, m);
   // names are data: the whole tree is planned and its names checked before anything is written
   const project = planProject(capDir, m);
-  for (const rel of project.skipped) log.warn(`not exported: ${shownPath(rel)} is not a regular file`);
   const out = resolve(outPath);
   checkOutput(capDir, out, Boolean(o.force));
+  const { changedSources, warnings } = sayWhatShips(capDir, m, project.leftOut);
   const params = new Uint8Array(readCaptureBytes(capDir, m.params.file, m.params.size));
   const image = new Uint8Array(readCaptureBytes(capDir, m.module.file, m.module.size));
   const amd = m.device.vendor === "amd";
@@ -188,7 +198,12 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       runSource: hasBuild && !triton ? "make run-src" : null,
       triton: triton ? "python3 repro.py" : null,
     };
-    renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, readmeContext(m, plan, files, editable, commands, triton, data, judging));
+    const context = {
+      ...readmeContext(m, plan, files, editable, commands, triton, data, judging),
+      ...toolchainContext(m, image),
+      changedSources: changedSources.join(", "),
+    };
+    renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, context);
     if (!triton) for (const f of ["repro.py", "kcdata.py"]) rmSync(join(tmp, f), { force: true });
     // the HSA program and its build files in place of the CUDA ones (templates/export/hsa/)
     if (amd) for (const f of readdirSync(join(tmp, "hsa"))) renameSync(join(tmp, "hsa", f), join(tmp, f));
@@ -212,6 +227,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       bytes,
       tolerance: plan.tolerance,
       judging,
+      leftOut: project.leftOut,
+      changedSources,
+      warnings,
       seconds: (performance.now() - t0) / 1000,
     };
   } catch (e) {
@@ -242,7 +260,9 @@ function exportJudging(capDir: string, m: Manifest, o: ExportOptions): ExportRes
 
 /**
  * OUT must not be the capture, inside it or hold it (a --force would delete the capture), and may
- * exist only as an empty folder or, with force, a previous export.
+ * exist only as an empty folder (written into as it is: `mkdir repro && kerncap export cap -o repro`)
+ * or, with force, a previous export (a folder holding the marker kerncap-export.json that an
+ * export writes: isPreviousExport). Any other folder or file is refused, with --force too.
  * @throws KerncapError E_USAGE, E_EXISTS, E_IO
  */
 function checkOutput(capDir: string, out: string, force: boolean): void {
@@ -263,19 +283,24 @@ function checkOutput(capDir: string, out: string, force: boolean): void {
   }
   if (!existsSync(out)) return;
   const st = lstatSync(out);
-  const empty = st.isDirectory() && readdirSync(out).length === 0;
-  let isExport = false;
+  if (st.isDirectory() && readdirSync(out).length === 0) return; // an empty folder: the export goes there as it is
+  if (!isPreviousExport(out))
+    throw new KerncapError(
+      "E_EXISTS",
+      `${out} exists and is ${st.isDirectory() ? "a folder that is neither empty nor a kerncap export (no kerncap-export.json)" : "not a folder"}; --force replaces only a previous export, never another folder`,
+      { hint: `Choose another output folder (-o), or move or remove ${out} yourself if it should go.` },
+    );
+  refuseExisting(out, force, { found: "a previous export", why: "", replaces: "a previous export", another: "output folder (-o)" });
+}
+
+/** Whether `out` is a folder a kerncap export wrote: it holds kerncap-export.json of format kerncap-export (no link followed). */
+function isPreviousExport(out: string): boolean {
   try {
-    isExport = st.isDirectory() && (JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8")) as { format?: unknown }).format === EXPORT_FORMAT;
+    if (!lstatSync(out).isDirectory() || !lstatSync(join(out, EXPORT_FILE)).isFile()) return false;
+    return (JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8")) as { format?: unknown }).format === EXPORT_FORMAT;
   } catch {
-    isExport = false;
+    return false;
   }
-  refuseExisting(out, force, {
-    found: isExport ? "a previous export" : empty ? "an empty folder" : false,
-    why: "is not a kerncap export",
-    replaces: "a previous export or an empty folder",
-    another: "output folder (-o)",
-  });
 }
 
 /**
@@ -297,8 +322,8 @@ function place(t: PrivateTemp, out: string, force: boolean): void {
 }
 
 function checkOutputAgain(out: string, force: boolean): void {
-  const empty = statSync(out).isDirectory() && readdirSync(out).length === 0;
-  if (!force && !empty)
+  const empty = lstatSync(out).isDirectory() && readdirSync(out).length === 0;
+  if (!empty && (!force || !isPreviousExport(out)))
     throw new KerncapError("E_EXISTS", `${out} appeared while the export was written`, {
       hint: "Export again (it then says whether --force may replace what is there), or choose another output folder (-o).",
     });
@@ -352,9 +377,10 @@ function copyData(capDir: string, m: Manifest, to: string): ExportResult["data"]
     const st = resolveInCapture(capDir, rel).stats;
     if (!st) continue; // an empty memory image may be absent (verifyFiles allows it)
     if (rel === MANIFEST_FILE) {
-      // as an archive ships it: host.machineId null (an export leaves the machine as an archive does; its
-      // id sent back in a folder would make that folder count as made here: src/format/pack.ts)
-      const bytes = shippedManifest(capDir);
+      // as `pack --redact` ships it: host.machineId null (its id sent back in a folder would make that folder
+      // count as made here: src/format/pack.ts), and no host name, user, command line, job environment, GPU
+      // identity or absolute project path (src/format/redact.ts): none of it replays the kernel
+      const { bytes } = shippedManifestOf(capDir, true);
       mkdirSync(to, { recursive: true });
       writeFileSync(join(to, rel), bytes, { flag: "wx", mode: 0o644 });
       out.push({ path: `data/${rel}`, bytes: bytes.length, shared: "copy" });
@@ -498,61 +524,6 @@ function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPar
           },
         }
       : {}),
-  };
-}
-
-function readmeContext(
-  m: Manifest,
-  p: ExportPlan,
-  f: ExportFiles,
-  editable: string | null,
-  commands: ExportResult["commands"],
-  t: TritonPart | null,
-  data: ExportResult["data"],
-  judging: ExportResult["judging"],
-): Record<string, unknown> {
-  return {
-    // manifest text, raw: the template puts each through its Markdown escape (mdCode, mdText: src/frontends/templates.ts)
-    kernel: p.demangled,
-    mangled: p.kernel,
-    // where it came from: a GPU's launch, or kerncap demo's capture made on the CPU (driver 0, as inspect tells them)
-    origin:
-      m.device.driverVersion === 0 ? `made by kerncap demo without a GPU (for ${m.device.arch})` : `captured by kerncap on ${m.device.name} (${m.device.arch})`,
-    arch: m.device.arch,
-    hsa: Boolean(p.hsa),
-    frontend: m.kernel.frontend,
-    grid: p.grid.join(", "),
-    block: p.block.join(", "),
-    sharedMem: p.sharedMemBytes,
-    regions: p.regions.length,
-    globals: p.globals.length,
-    chunkBytes: p.chunkBytes,
-    module: f.module,
-    moduleKind: m.module.kind,
-    sass: p.sass.join(", ") || "none",
-    ptx: p.ptx,
-    ptxFile: f.ptx,
-    before: f.before,
-    after: f.after,
-    params: f.params,
-    paramsBytes: p.paramsBytes,
-    liveBytes: m.memory.beforeBytes,
-    storedBefore: m.memory.storedBeforeBytes,
-    storedAfter: m.memory.storedAfterBytes,
-    editable: editable ?? "",
-    runSource: commands.runSource ?? "",
-    triton: Boolean(t),
-    storedPointer: t?.storedPointer ? `${t.storedPointer.va} at offset ${t.storedPointer.offset} of region ${t.storedPointer.region}` : "",
-    tolerance: p.tolerance.atol || p.tolerance.rtol ? `within atol ${p.tolerance.atol}, rtol ${p.tolerance.rtol} (float elements)` : "bit for bit",
-    // the judging settings: where they came from, the multiset regions, what the programs cannot apply
-    judgingFrom: judging.fromCapture.length ? `the capture's judging settings (kerncap judge): ${describeJudging(judging.settings)}` : "",
-    judgingIgnored: judging.ignored ?? "",
-    multisets: p.regions
-      .filter((r) => r.multiset)
-      .map((r) => `0x${r.va.toString(16)} (${r.dtype})`)
-      .join(", "),
-    notApplied: judging.notApplied.join(" "),
-    dataShared: data.some((d) => d.shared === "reflink") ? "reflinked (copy-on-write clones of the capture's files)" : "copied",
   };
 }
 

@@ -9,7 +9,9 @@ import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import { escapeForTerminal } from "../escape.ts";
+import { isLeftOutOfSources } from "../format/file-names.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
+import { fileKind } from "../format/paths.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 
 /** One entry of the exported project (planProject): a folder to make, or a regular file to copy with its mode. */
@@ -42,13 +44,15 @@ function assertExportedName(capDir: string, rel: string): void {
  * What the export will hold of the capture, its names checked (assertExportedName) before anything
  * is written: the data files (copyData's), a Triton capture's kernel file (src/<fnName>.py, which
  * repro.py imports: a Python identifier, never a path of its own), and the reproducer project
- * (build.sh, src/), walked without following links: folders and regular files, sorted; anything
- * else under src/ is left out (`skipped`). The copy takes its names from this plan only, so a file
- * another user adds meanwhile is not exported.
+ * (build.sh, src/), walked without following links: folders and regular files, sorted. An editor's
+ * temporary or backup, or a hidden name under src/, is left out (`leftOut`: isLeftOutOfSources, as
+ * pack leaves them out) before its name is checked; anything else that is no regular file or folder
+ * (a symbolic link, a FIFO) is refused, as pack and validate refuse it. The copy takes its names
+ * from this plan only, so a file another user adds meanwhile is not exported.
  * @returns the project's entries, folders before what they hold, and the paths left out
- * @throws KerncapError E_UNSAFE_PATH (a name that is not portable), E_IO
+ * @throws KerncapError E_UNSAFE_PATH (a name that is not portable, a link or other non-regular file), E_IO
  */
-export function planProject(capDir: string, m: Manifest): { entries: ProjectEntry[]; skipped: string[] } {
+export function planProject(capDir: string, m: Manifest): { entries: ProjectEntry[]; leftOut: string[] } {
   for (const rel of [MANIFEST_FILE, ...m.files.map((f) => f.path), m.memory.before, m.memory.after]) assertExportedName(capDir, `data/${rel}`);
   const fn: unknown = m.device.vendor === "amd" ? undefined : tritonSourceOf(m)?.fnName; // the sender's to write in a received capture
   if (fn !== undefined && fn !== null && (typeof fn !== "string" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(fn)))
@@ -59,7 +63,7 @@ export function planProject(capDir: string, m: Manifest): { entries: ProjectEntr
     );
   if (typeof fn === "string") assertExportedName(capDir, `src/${fn}.py`);
   const entries: ProjectEntry[] = [];
-  const skipped: string[] = [];
+  const leftOut: string[] = [];
   const walk = (rel: string): void => {
     let st;
     try {
@@ -67,14 +71,22 @@ export function planProject(capDir: string, m: Manifest): { entries: ProjectEntr
     } catch {
       return;
     }
-    if (!st.isDirectory() && !st.isFile()) return void skipped.push(rel);
+    if (isLeftOutOfSources(rel)) return void leftOut.push(rel); // a vim swap file holds the user, the host and the file's path
+    if (!st.isDirectory() && !st.isFile())
+      throw new KerncapError(
+        "E_UNSAFE_PATH",
+        `${escapeForTerminal(capDir, { oneLine: true })}: ${escapedForMessage(rel)} is ${fileKind(st)}; kerncap export copies only the regular files and folders of the reproducer (a link would ship what it points to), so nothing was exported`,
+        {
+          hint: "Replace the link with the file itself (cp -L) if the kernel needs it, or remove it; then export again. kerncap pack and validate refuse it too.",
+        },
+      );
     assertExportedName(capDir, rel);
     entries.push({ rel, dir: st.isDirectory(), mode: st.mode & 0o755 });
     if (st.isDirectory()) for (const n of readdirSync(join(capDir, rel)).sort()) walk(`${rel}/${n}`);
   };
   walk("build.sh");
   walk("src");
-  return { entries, skipped };
+  return { entries, leftOut };
 }
 
 /**

@@ -67,6 +67,12 @@ export interface PackResult {
   bytes: { files: number; data: number; archive: number };
   /** Reproducer paths that exist only on this machine (see portabilityWarnings); symbolic links left out. */
   warnings: string[];
+  /** Files left out: editor temporaries and backups, hidden names under src/ (src/format/file-names.ts isLeftOutOfSources). */
+  leftOut: string[];
+  /** The private facts the archive's manifest ships (host name, command line …: src/format/redact.ts privateFields); [] with --redact. */
+  privateFields: string[];
+  /** Whether the manifest's private fields were removed (--redact). */
+  redacted: boolean;
   seconds: number;
 }
 

@@ -8,6 +8,7 @@ import { readCaptureSet } from "./capture-set.ts";
 import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { isTempName } from "../leftovers.ts";
+import { EXPORT_FILE } from "./file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
 import { describeJsonError } from "./json-position.ts";
@@ -163,6 +164,11 @@ export function readManifest(dir: string): Manifest {
       },
     );
   }
+  if (!bytes && isExportFolder(dir))
+    // `kerncap export` wrote it: its data/ is the capture (src/export/export.ts)
+    throw new KerncapError("E_NOT_CAPTURE", `${dir} is an exported reproducer (kerncap export), not a capture; the capture's data is in ${join(dir, "data")}`, {
+      hint: `Give ${shellPath(join(dir, "data"))} (e.g. kerncap inspect ${shellPath(join(dir, "data"))}); the reproducer itself builds with make and runs as ./repro (its README.md).`,
+    });
   if (!bytes) {
     const tmp = isTempName(dir);
     throw new KerncapError("E_NOT_CAPTURE", `${dir} has no ${MANIFEST_FILE}: not a complete capture`, {
@@ -277,4 +283,13 @@ export function assertReplaceable(dir: string, force: boolean, another = "output
     replaces: "a previous capture or an empty folder",
     another: another,
   });
+}
+
+/** Whether `dir` is a folder `kerncap export` wrote: its marker kerncap-export.json and a data/ folder holding kerncap.json, neither a link. */
+function isExportFolder(dir: string): boolean {
+  try {
+    return lstatSync(join(dir, EXPORT_FILE)).isFile() && lstatSync(join(dir, "data")).isDirectory() && lstatSync(join(dir, "data", MANIFEST_FILE)).isFile();
+  } catch {
+    return false;
+  }
 }

@@ -384,6 +384,12 @@ export const DOCUMENTS = {
     sparseFiles: U,
     bytes: Bytes3,
     warnings: v.array(v.string()),
+    /** Files left out: editor temporaries and backups, hidden names under src/. */
+    leftOut: v.array(v.string()),
+    /** The private facts the manifest in the archive holds (host name, command line, job environment …); [] when redacted. */
+    privateFields: v.array(v.string()),
+    /** Whether --redact removed them. */
+    redacted: v.boolean(),
     seconds: v.number(),
   }),
   unpack: v.object({
@@ -422,6 +428,12 @@ export const DOCUMENTS = {
       ignored: v.nullable(v.string()),
       notApplied: v.array(v.string()),
     }),
+    /** Files of the capture's project left out: editor temporaries and backups, hidden names under src/. */
+    leftOut: v.array(v.string()),
+    /** Exported src/ files that differ from what the capture wrote ("src/x.cu (edited)", "(added)", "(gone)"): the captured module was not built from them. */
+    changedSources: v.array(v.string()),
+    /** Why the reproducer may not rebuild elsewhere (absolute paths in build.sh, overlay mode …), as pack warns. */
+    warnings: v.array(v.string()),
     seconds: N,
   }),
   doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),

@@ -28,3 +28,28 @@ export const EXPORT_FILE = "kerncap-export.json";
 
 /** A capture's judging settings (`kerncap judge`: tolerance, element types, multiset regions; src/replay/judge-settings.ts), with its own checksum. */
 export const JUDGE_FILE = "kerncap-judge.json";
+
+/**
+ * Whether a file's own name (no folder part) is an editor's temporary or backup rather than a
+ * source: vim's swap files (`.x.cu.swp`, `.swo` … `.swx`, and the `4913` probe it writes), Emacs's
+ * backups (`x.cu~`), autosaves (`#x.cu#`) and lock links (`.#x.cu`), Kate's `.kate-swp`,
+ * JetBrains' `___jb_tmp___`/`___jb_old___`, sed -i's `sedXXXXXX`, and `.tmp`/`.temp`/`.bak`/`.orig`
+ * copies. Shared by the watch (src/rebuild/watch.ts isSourceSave: a save of one is no edit) and by
+ * pack and export (isLeftOutOfSources: never shipped).
+ */
+export function isEditorTemporary(name: string): boolean {
+  if (/~$|\.sw[a-px]$|\.tmp$|\.temp$|\.bak$|\.orig$|\.kate-swp$|___jb_(tmp|old)___$/i.test(name)) return true;
+  return /^#.*#$/.test(name) || name.startsWith(".#") || name === "4913" || /^sed[A-Za-z0-9]{6}$/.test(name);
+}
+
+/**
+ * Whether pack and export leave the capture file `rel` (relative, `/`-separated) out: an editor
+ * temporary anywhere (isEditorTemporary), and under src/ any hidden name (a part starting with `.`:
+ * an editor's or a tool's own file, never a source the build reads by kerncap's design). Both name
+ * what they left out in one warning line.
+ */
+export function isLeftOutOfSources(rel: string): boolean {
+  const parts = rel.split("/");
+  if (isEditorTemporary(parts[parts.length - 1]!)) return true;
+  return parts[0] === "src" && parts.slice(1).some((p) => p.startsWith("."));
+}

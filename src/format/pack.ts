@@ -11,7 +11,8 @@ import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/wri
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
-import { RECEIVED_MARK } from "./file-names.ts";
+import { isLeftOutOfSources, RECEIVED_MARK } from "./file-names.ts";
+import { privateFields, redactText, shippedManifestOf } from "./redact.ts";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { changed, fileKind, MANIFEST_MAX_BYTES, openInCapture, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
 import { dataExtents, readSparse, type Extent } from "./sparse-extents.ts";
@@ -43,15 +44,17 @@ import { isPackArchive } from "./unpack.ts";
  * Files and folders under dir (relative, `/`-separated, sorted): what pack archives. A symbolic
  * link anywhere in the folder is refused (a link to a folder would archive what it points to, a
  * home's .ssh/ for one), as is a file with another name elsewhere (a hard link); FIFOs, sockets
- * and devices are left out, and so is `build/` (BUILD_DIR).
+ * and devices are left out, and so is `build/` (BUILD_DIR); so are an editor's temporaries and
+ * backups, and hidden names under src/ (isLeftOutOfSources: `leftOut`, which pack names), before
+ * any check of them (an Emacs backup `x.cu~` or lock link `.#x.cu` is no reason to refuse).
  * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
  * refused.
  * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not
  *   UTF-8 or not portable (unportableName: unpack refuses it), E_PACK_LINK naming a symbolic link,
  *   E_UNSAFE_PATH naming a hard link.
  */
-function walk(dir: string): { files: string[]; dirs: string[] } {
-  const out = { files: [] as string[], dirs: [] as string[] };
+function walk(dir: string): { files: string[]; dirs: string[]; leftOut: string[] } {
+  const out = { files: [] as string[], dirs: [] as string[], leftOut: [] as string[] };
   // a capture set's members: its folders that hold a kerncap.json (what unpack reads them as: captureMembers)
   const isMember = (n: string) => {
     try {
@@ -98,6 +101,10 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
       }
       const r = rel ? `${rel}/${name}` : name;
       if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
+      if (isLeftOutOfSources(r)) {
+        out.leftOut.push(r); // a vim swap file holds the user, the host and the file's absolute path
+        continue;
+      }
       const why = unportableName(name);
       if (why)
         throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, {
@@ -225,8 +232,12 @@ export async function packCapture(dirArg: string, outArg: string, opts: PackOpti
   }
 }
 
-/** pack's options: `force` replaces an archive kerncap pack wrote; `root` names the archive's root folder (default: the capture folder's name). */
-export type PackOptions = { force?: boolean; onProgress?: ArchiveProgress; root?: string };
+/**
+ * pack's options: `force` replaces an archive kerncap pack wrote; `root` names the archive's root
+ * folder (default: the capture folder's name); `redact` ships the manifest without its private
+ * fields (src/format/redact.ts) and the capture's README.md with those values replaced.
+ */
+export type PackOptions = { force?: boolean; onProgress?: ArchiveProgress; root?: string; redact?: boolean };
 
 async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () => Promise<void>): Promise<PackResult> {
   const t0 = performance.now();
@@ -266,8 +277,14 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
   assertOutputPath(out, "archive");
   removeStale(out, "pack");
 
-  const shipped = new Map([[MANIFEST_FILE, shippedManifest(dir)]]);
-  const { index, filesTotal, dataTotal } = packIndex(dir, root, m, shipped);
+  const manifest = shippedManifestOf(dir, Boolean(opts.redact));
+  const shipped = new Map([[MANIFEST_FILE, manifest.bytes]]);
+  // the capture's README.md quotes the project's folder and TU (a Triton one the command line): the same values replaced
+  const readme = opts.redact ? readInCapture(dir, "README.md", MANIFEST_MAX_BYTES) : undefined;
+  if (readme) shipped.set("README.md", new TextEncoder().encode(redactText(readme.toString("utf8"), manifest.removed)));
+  const { index, filesTotal, dataTotal, leftOut } = packIndex(dir, root, m, shipped);
+  // the index's warnings quote the project's paths (headers outside it, overlay's root): redacted as the manifest is
+  if (opts.redact) index.warnings = index.warnings.map((w) => redactText(w, manifest.removed));
   const written = await writeArchive(dir, out, index, existed, opts, tick, shipped);
   const { files, warnings } = index;
   return {
@@ -277,6 +294,9 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
     sparseFiles: files.filter((f) => f.method === "sparse").length,
     bytes: { files: filesTotal, data: dataTotal, archive: written },
     warnings,
+    leftOut,
+    privateFields: opts.redact ? [] : privateFields(JSON.parse(new TextDecoder().decode(manifest.bytes))),
+    redacted: Boolean(opts.redact),
     seconds: (performance.now() - t0) / 1000,
   };
 }
@@ -289,9 +309,7 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
  * kerncap-received.json). @returns the bytes of DIR/kerncap.json so changed (re-serialised)
  */
 export function shippedManifest(dir: string): Uint8Array {
-  const json = JSON.parse(readInCapture(dir, MANIFEST_FILE, MANIFEST_MAX_BYTES)!.toString("utf8")) as { host?: { machineId?: unknown } };
-  if (json.host && typeof json.host === "object") json.host.machineId = null;
-  return new TextEncoder().encode(`${JSON.stringify(json, null, 2)}\n`);
+  return shippedManifestOf(dir, false).bytes;
 }
 
 /**
@@ -300,7 +318,12 @@ export function shippedManifest(dir: string): Uint8Array {
  * every folder, the portability warnings; and the bytes of the files (apparent sizes) and of their data.
  * @throws KerncapError as walk
  */
-function packIndex(dir: string, root: string, m: Manifest, shipped: Map<string, Uint8Array>): { index: PackIndex; filesTotal: number; dataTotal: number } {
+function packIndex(
+  dir: string,
+  root: string,
+  m: Manifest,
+  shipped: Map<string, Uint8Array>,
+): { index: PackIndex; filesTotal: number; dataTotal: number; leftOut: string[] } {
   const tree = walk(dir);
   const warnings = portabilityWarnings(dir, m);
   const files: PackedFile[] = [];
@@ -329,7 +352,7 @@ function packIndex(dir: string, root: string, m: Manifest, shipped: Map<string, 
     else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: !ext.sparse && looksText(p) ? "deflated" : "stored" });
   }
   const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
-  return { index, filesTotal, dataTotal };
+  return { index, filesTotal, dataTotal, leftOut: tree.leftOut };
 }
 
 /**

@@ -26,6 +26,7 @@ import { existsSync, watch, type FSWatcher } from "node:fs";
 import { join, resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import type { OpenedCapture } from "../format/capture-dir.ts";
+import { isEditorTemporary } from "../format/file-names.ts";
 import { isCaptureTemp } from "../format/paths.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { log } from "../log.ts";
@@ -67,8 +68,8 @@ export function isSourceSave(rel: string | null | undefined, ignore: ReadonlySet
   const parts = path.split("/");
   if (parts.some((p) => p.startsWith(".") || p === "__pycache__")) return false;
   const name = parts[parts.length - 1]!;
-  if (/~$|\.sw[a-px]$|\.tmp$|\.temp$|\.bak$|\.orig$|\.part$|\.pyc$|\.kate-swp$|___jb_(tmp|old)___$/i.test(name)) return false;
-  if (/^#.*#$/.test(name) || name === "4913" || /^sed[A-Za-z0-9]{6}$/.test(name) || isCaptureTemp(name)) return false;
+  // an editor's temporaries and backups: the list pack and export leave out too (src/format/file-names.ts)
+  if (isEditorTemporary(name) || /\.part$|\.pyc$/i.test(name) || isCaptureTemp(name)) return false;
   return true;
 }
 

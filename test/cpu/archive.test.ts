@@ -34,7 +34,8 @@ import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
 import { hostIdentity, RECEIVED_MARK } from "../../src/format/received.ts";
 import { hostname } from "node:os";
-import { deadPid, makeCapture, tempDir } from "./fixtures.ts";
+import { deadPid, grepTree, makeCapture, PLANTED, plantPrivate, tempDir } from "./fixtures.ts";
+import { writeDemo } from "../../src/capture/demo.ts";
 import { rawZip, readRawZip } from "./zip-fixture.ts";
 
 async function fresh(): Promise<{ root: string; dir: string }> {
@@ -156,6 +157,69 @@ describe("pack / unpack", () => {
     verifyRegions(u.dir, readManifest(u.dir)); // every region's SHA-256
     const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
     expect(r.result).toBe(0);
+  });
+
+  test("pack --redact: the planted host, user, command line, job environment and GPU identity are in no file of the archive; it unpacks, verifies and inspects clean", async () => {
+    const root = tempDir();
+    const { dir } = writeDemo(join(root, "cap"), false);
+    plantPrivate(dir);
+    // without --redact the archive ships them, and pack says so in one line naming them and the flag
+    const warned: string[] = [];
+    const spy = spyOn(log, "warn").mockImplementation(((...a: unknown[]) => void warned.push(a.join(" "))) as never);
+    try {
+      await runCommand(await commands.pack(), { rawArgs: [dir, "-o", join(root, "plain.zip")] });
+    } finally {
+      spy.mockRestore();
+    }
+    const notice = warned.filter((w) => w.includes("kerncap pack --redact leaves them out"));
+    expect(notice).toHaveLength(1);
+    for (const what of ["host name", "command line", "job environment", "GPU UUID"]) expect(notice[0]).toContain(what);
+    const plain = await unpackArchive(join(root, "plain.zip"), join(root, "plain"));
+    expect(grepTree(plain.dir, PLANTED).length).toBeGreaterThan(0);
+
+    const p = await packCapture(dir, join(root, "red.zip"), { redact: true });
+    expect(p.redacted).toBe(true);
+    expect(p.privateFields).toEqual([]);
+    // every entry's bytes, the index included
+    const zipText = readFileSync(join(root, "red.zip")).toString("latin1");
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    expect(grepTree(u.dir, PLANTED)).toEqual([]);
+    for (const n of ["CLASSIFIED_run42", "0000:3b:00.0"]) expect(zipText.includes(n)).toBe(false); // no stored entry holds them
+    // the index (not unpacked as a file): its warnings name the header outside the project without its folder
+    const ix = JSON.stringify(await readPackIndex(p.archive));
+    expect(ix).toContain("/redacted/x.h");
+    for (const n of PLANTED) expect(ix.includes(n), n).toBe(false);
+    const m = readManifest(u.dir);
+    verifyRegions(u.dir, m);
+    expect(m.host).toEqual({ name: "(redacted)", machineId: null });
+    expect(m.device.name).toBe("NVIDIA H200");
+    expect((m.source as { cuda: { flags: string[]; projectRoot: string } }).cuda.flags).toContain("-DLAB_FLAG=1");
+    expect((m.source as { cuda: { projectRoot: string } }).cuda.projectRoot).toBe("/redacted/project");
+    expect(readFileSync(join(u.dir, "README.md"), "utf8")).toContain("/redacted/project");
+    const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
+    expect(r.result).toBe(0);
+    // packed again by its recipient: nothing private left to name
+    expect((await packCapture(u.dir, join(root, "again.zip"))).privateFields).toEqual([]);
+  });
+
+  test("editor temporaries: a vim swap file and an Emacs backup, autosave and lock link are left out of the archive and named in one warning (a backup refused the pack before)", async () => {
+    const root = tempDir();
+    const { dir } = writeDemo(join(root, "cap"), false);
+    writeFileSync(join(dir, "src/.saxpy.cu.swp"), "b0VIM 9.0 jdoe gpu-node /home/jdoe/saxpy.cu");
+    writeFileSync(join(dir, "src/saxpy.cu~"), "old");
+    writeFileSync(join(dir, "src/#saxpy.cu#"), "autosave");
+    symlinkSync("jdoe@gpu-node.4242:1700000000", join(dir, "src/.#saxpy.cu")); // Emacs's lock: a dangling link
+    const warned: string[] = [];
+    const spy = spyOn(log, "warn").mockImplementation(((...a: unknown[]) => void warned.push(a.join(" "))) as never);
+    try {
+      const r = await runCommand(await commands.pack(), { rawArgs: [dir, "-o", join(root, "t.zip")] });
+      expect(r.result).toBe(0);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(warned.filter((w) => w.includes("left out 4 editor temporaries, backups or hidden files"))).toHaveLength(1);
+    const u = await unpackArchive(join(root, "t.zip"), join(root, "back"));
+    expect(readdirSync(join(u.dir, "src")).sort()).toEqual(["saxpy.cu", "saxpy.kerncap-slice.cu"]);
   });
 
   test("build/ (the rebuild's outputs and the pruned build's plan, which names the packer's PATH) stays out of the archive", async () => {

@@ -6,7 +6,7 @@
  * VAs; the "kernel" applies the writes a file lists), and the Triton script's reconstruction
  * (kcdata.py, standard library only) is run with python3.
  */
-import { beforeAll, describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, spyOn, test } from "bun:test";
 import {
   chmodSync,
   closeSync,
@@ -16,6 +16,7 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -41,7 +42,8 @@ import { RECEIVED_MARK } from "../../src/format/file-names.ts";
 import { acceptJudging, writeJudging } from "../../src/replay/judge-settings.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
-import { tempDir } from "./fixtures.ts";
+import { grepTree, PLANTED, plantPrivate, tempDir } from "./fixtures.ts";
+import { log } from "../../src/log.ts";
 
 const CUDA_HOME = [process.env.CUDA_HOME, "/usr/local/cuda"].find((p): p is string => !!p && existsSync(join(p, "include/cuda.h")));
 const CC = Bun.which("cc") ?? Bun.which("gcc");
@@ -92,6 +94,17 @@ async function demo(): Promise<{ cap: string; out: string; m: Manifest }> {
   const root = tempDir("kerncap-export-");
   const { dir, manifest } = writeDemo(join(root, "cap"), false);
   return { cap: dir, out: join(root, "out"), m: manifest };
+}
+
+/** Run `f` with kerncap's log captured: its value and the lines written (warnings and info). */
+async function logged<T>(f: () => T | Promise<T>): Promise<{ value: T; lines: string[] }> {
+  const lines: string[] = [];
+  const spies = [spyOn(log, "info"), spyOn(log, "warn")].map((sp) => sp.mockImplementation(((...a: unknown[]) => void lines.push(a.join(" "))) as never));
+  try {
+    return { value: await f(), lines };
+  } finally {
+    for (const sp of spies) sp.mockRestore();
+  }
 }
 
 /**
@@ -210,12 +223,13 @@ describe("kerncap export: the folder", () => {
     for (const d of r.data) expect(lstatSync(join(out, d.path)).nlink).toBe(1);
     verifyFiles(cap, m);
     verifyFiles(join(out, "data"), readManifest(join(out, "data")));
-    // data/kerncap.json as an archive ships it: without this machine's id (an export leaves the machine; the id sent
-    // back in a forged folder made it count as made here: a trial), the rest the capture's
+    // data/kerncap.json as pack --redact ships it: without this machine's id (an export leaves the machine; the id sent
+    // back in a forged folder made it count as made here: a trial), its host name and command line, the rest the capture's
     const kept = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
     const sent = JSON.parse(readFileSync(join(out, "data/kerncap.json"), "utf8"));
-    expect(sent.host.machineId).toBeNull();
-    expect({ ...sent, host: { ...sent.host, machineId: kept.host.machineId } }).toEqual(kept);
+    expect(sent.host).toEqual({ name: "(redacted)", machineId: null });
+    expect(sent.command).toEqual([]);
+    expect({ ...sent, host: kept.host, command: kept.command }).toEqual(kept);
     // validate of the export's data/ (a capture without its project) points at the export's own project
     const nb = await buildReproducer(join(out, "data"), { quiet: true, force: false }).then(
       () => undefined,
@@ -265,7 +279,13 @@ describe("kerncap export: the folder", () => {
     mkdirSync(other);
     writeFileSync(join(other, "notes.txt"), "keep");
     expect(code(() => exportCapture(cap, other, { force: true }))).toBe("E_EXISTS");
+    expect(code(() => exportCapture(cap, other))).toBe("E_EXISTS");
     expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("keep");
+    // an empty folder (mkdir repro && kerncap export cap -o repro) is written into without --force
+    const empty = join(out, "..", "empty");
+    mkdirSync(empty);
+    expect(code(() => exportCapture(cap, empty))).toBe("ok");
+    expect(existsSync(join(empty, EXPORT_FILE))).toBe(true);
     expect(code(() => exportCapture(cap, join(cap, "x")))).toBe("E_USAGE");
     expect(code(() => exportCapture(cap, join(cap, "..")))).toBe("E_USAGE");
     expect(existsSync(join(cap, "x"))).toBe(false);
@@ -308,15 +328,84 @@ describe("kerncap export: the folder", () => {
     expect(await refusal(() => exportCapture(cap, out))).toEqual(packed);
     expect(existsSync(out)).toBe(false);
   });
-  test("links: a symbolic link in src/ is not followed, a data file with a second name is refused", async () => {
+  test("links: a symbolic link in src/ is refused as pack and validate refuse it (E_UNSAFE_PATH, nothing written), a data file with a second name is refused", async () => {
     const { cap, out } = await demo();
     writeFileSync(join(cap, "..", "secret.txt"), "secret");
     symlinkSync(join(cap, "..", "secret.txt"), join(cap, "src/leak.cu"));
-    exportCapture(cap, out);
-    expect(existsSync(join(out, "src/leak.cu"))).toBe(false);
+    let err: unknown;
+    try {
+      exportCapture(cap, out);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: "E_UNSAFE_PATH" });
+    expect((err as Error).message).toContain('"src/leak.cu" is a symbolic link');
+    expect(existsSync(out)).toBe(false);
+    rmSync(join(cap, "src/leak.cu"));
     linkSync(join(cap, "kernel/params.bin"), join(cap, "..", "params-link"));
     expect(() => exportCapture(cap, join(out, "..", "out2"))).toThrow(/hard link/);
     expect(existsSync(join(out, "..", "out2"))).toBe(false);
+  });
+
+  test("private facts: a capture whose manifest holds a host, user, command line, job environment and GPU identity exports none of them; the GPU model, driver and flags stay", async () => {
+    const { cap, out } = await demo();
+    plantPrivate(cap);
+    const r = exportCapture(cap, out);
+    expect(v.safeParse(DOCUMENTS.export, jsonDocument("export", r)).success).toBe(true);
+    const found = grepTree(out, PLANTED);
+    expect(found).toEqual([]);
+    const sent = readManifest(join(out, "data")); // still a capture: its schema and checksums hold
+    verifyFiles(join(out, "data"), sent);
+    expect(sent.device.name).toBe("NVIDIA H200");
+    expect(sent.device.driverVersion).toBe(12080);
+    expect((sent.source as { cuda: { flags: string[] } }).cuda.flags).toEqual(expect.arrayContaining(["-DLAB_FLAG=1", "-I/redacted/project/include"]));
+    expect(sent.process?.jobEnv).toEqual({ SLURM_PROCID: "0" }); // the rank kept, the rest gone
+    const readme = readFileSync(join(out, "README.md"), "utf8");
+    expect(readme).toContain("| GPU | NVIDIA H200 (sm\\_90) |");
+    expect(readme).toContain("CUDA 12.8 (cuDriverGetVersion 12080)");
+    expect(readme).toContain("The compile flags are included here");
+    expect(readme).toContain("**The compile flags were guessed**");
+    // the demo's fatbin: its sm_90 cubin's .note.nv.tkinfo names the ptxas release that assembled it
+    expect(readme).toMatch(/assembled by \| ptxas Cuda compilation tools, release \d+\.\d+/);
+    // the export folder given where a capture is expected: said as an export, pointing at its data/
+    let err: unknown;
+    try {
+      readManifest(out);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: "E_NOT_CAPTURE" });
+    expect((err as Error).message).toBe(`${out} is an exported reproducer (kerncap export), not a capture; the capture's data is in ${join(out, "data")}`);
+  });
+
+  test("editor temporaries and hidden files under src/ are left out and named in one warning; an Emacs backup no longer refuses the export", async () => {
+    const { cap, out } = await demo();
+    writeFileSync(join(cap, "src/.saxpy.cu.swp"), "b0VIM 9.0 jdoe gpu-node-0421 /home/jdoe/proj/saxpy.cu");
+    writeFileSync(join(cap, "src/saxpy.cu~"), "old text");
+    writeFileSync(join(cap, "src/#saxpy.cu#"), "autosave");
+    const warned = await logged(() => exportCapture(cap, out));
+    const r = warned.value;
+    expect(r.leftOut).toEqual(["src/#saxpy.cu#", "src/.saxpy.cu.swp", "src/saxpy.cu~"]);
+    for (const f of r.leftOut) expect(existsSync(join(out, f))).toBe(false);
+    expect(warned.lines.filter((l) => l.includes("left out 3 editor temporaries"))).toHaveLength(1);
+    expect(r.changedSources).toEqual([]); // left-out files are no edit
+  });
+
+  test("an edited source is said: a warning naming it, a line in README.md, changedSources; absolute paths in build.sh warn as pack warns", async () => {
+    const { cap, out } = await demo();
+    writeFileSync(join(cap, "src/saxpy.cu"), `${readFileSync(join(cap, "src/saxpy.cu"), "utf8")}\n// an experiment\n`);
+    writeFileSync(join(cap, "build.sh"), readFileSync(join(cap, "build.sh"), "utf8").replace('-I"$here/src"', '-I"$here/src" -I/home/jdoe/include'));
+    const warned = await logged(() => exportCapture(cap, out));
+    expect(warned.value.changedSources).toEqual(["src/saxpy.cu (edited)"]);
+    expect(warned.lines.some((l) => l.includes("src/ differs from the source the captured module was built from: src/saxpy.cu (edited)"))).toBe(true);
+    expect(readFileSync(join(out, "README.md"), "utf8")).toContain("**Edited source**: `src/` differs from the source the captured module was built from");
+    expect(warned.value.warnings.join("\n")).toContain("/home/jdoe/include");
+    expect(warned.lines.some((l) => l.includes("build.sh names 1 absolute path outside the capture"))).toBe(true);
+    rmSync(out, { recursive: true });
+    // an unedited capture: nothing said
+    const fresh = await demo();
+    expect(exportCapture(fresh.cap, fresh.out).changedSources).toEqual([]);
+    expect(readFileSync(join(fresh.out, "README.md"), "utf8")).not.toContain("Edited source");
   });
 
   test("a sparse memory image stays sparse in the export (where no reflink is made: its data extents copied, holes left)", async () => {

@@ -333,3 +333,54 @@ export function sandboxOffForMarkers(): void {
     else process.env.KERNCAP_SANDBOX = saved;
   });
 }
+
+/** Values planted in a capture's manifest that no export or redacted archive may hold. */
+export const PLANTED = ["jdoe", "gpu-node-0421", "PROJX123", "CLASSIFIED_run42", "4a04f172", "0000:3b:00.0", "secretapp"];
+
+/** Fill capture `cap`'s manifest as a lab's capture records it (process, host, job environment, absolute project paths), with PLANTED values. */
+export function plantPrivate(cap: string): void {
+  const p = join(cap, "kerncap.json");
+  const m = JSON.parse(readFileSync(p, "utf8"));
+  m.command = ["/home/jdoe/secretapp/bin/solver", "--deck", "/lustre/PROJX123/CLASSIFIED_run42.h5"];
+  m.host = { name: "gpu-node-0421.hpc.example.gov", machineId: "3d1219c7c4c5404aaa1f6d2a48adfda4" };
+  m.device = { ...m.device, name: "NVIDIA H200", driverVersion: 12080 };
+  m.process = {
+    pid: 4242,
+    ppid: 4200,
+    number: 0,
+    hostname: "gpu-node-0421.hpc.example.gov",
+    cmdline: m.command,
+    jobEnv: { SLURM_JOB_USER: "jdoe", SLURM_JOB_ACCOUNT: "PROJX123", SLURM_SUBMIT_DIR: "/home/jdoe/secretapp", SLURM_PROCID: "0" },
+    rank: 0,
+    rankVariable: "SLURM_PROCID",
+    selection: { by: "any", admitted: true },
+    visibleDevices: { CUDA_VISIBLE_DEVICES: "GPU-4a04f172-a58a-0fc9-4255-5e606d46062e" },
+    deviceUuid: "GPU-4a04f172-a58a-0fc9-4255-5e606d46062e",
+    pciBusId: "0000:3b:00.0",
+  };
+  const c = m.source.cuda;
+  m.source.cuda = {
+    ...c,
+    tu: "/home/jdoe/secretapp/saxpy.cu",
+    definition: "/home/jdoe/secretapp/saxpy.cu",
+    projectRoot: "/home/jdoe/secretapp",
+    compileCommands: "/home/jdoe/secretapp/build/compile_commands.json",
+    referencedOutsideRoot: ["/home/jdoe/otherlib/x.h"],
+    flags: [...c.flags, "-I/home/jdoe/secretapp/include", "-DLAB_FLAG=1"],
+  };
+  writeFileSync(p, JSON.stringify(m, null, 2));
+  // the capture's README quotes the project's folder and TU as the capture wrote them
+  const readme = join(cap, "README.md");
+  writeFileSync(readme, readFileSync(readme, "utf8").replaceAll("demo/app", "/home/jdoe/secretapp"));
+}
+
+/** The files under `dir` (relative) holding any of `needles`, with the needle found. */
+export function grepTree(dir: string, needles: string[]): string[] {
+  const hits: string[] = [];
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!e.isFile()) continue;
+    const text = readFileSync(join(e.parentPath, e.name)).toString("latin1");
+    for (const n of needles) if (text.includes(n)) hits.push(`${join(e.parentPath, e.name).slice(dir.length + 1)}: ${n}`);
+  }
+  return hits;
+}

@@ -17,8 +17,17 @@ export default defineCommand({
   },
   args: {
     ...dirArg,
-    out: { type: "string", alias: "o", description: "Folder to write (a new one; --force replaces a previous export only); required" },
-    force: { type: "boolean", alias: ["f"], description: "Replace a previous export at OUT (never any other folder)", default: false },
+    out: {
+      type: "string",
+      alias: "o",
+      description: "Folder to write: a new or empty one (--force replaces a previous export, never another folder); required",
+    },
+    force: {
+      type: "boolean",
+      alias: ["f"],
+      description: "Replace a previous export at OUT (a folder holding kerncap-export.json); any other non-empty folder is refused even so",
+      default: false,
+    },
     // the exported programs judge as replay does: the capture's judging settings (kerncap judge), each option given here over its setting
     ...toleranceArgs,
     trust: {

@@ -140,7 +140,8 @@ export function describeProcess(p: ProcessIdentity): string[] {
   return [
     `process    pid ${p.pid} (parent ${p.ppid}) on ${p.hostname || "?"}, ${rank}, process ${p.number >= 0 ? p.number : "?"} of the job; chosen as ${sel}`,
     ...(vis.length || job.length ? [`  env      ${[...vis, ...job].join(" ")}`] : []),
-    `  command  ${p.cmdline.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : JSON.stringify(a))).join(" ")}`,
+    // an archive packed with --redact and an export record none (src/format/redact.ts)
+    `  command  ${p.cmdline.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : JSON.stringify(a))).join(" ") || "not recorded (removed by kerncap pack --redact or export)"}`,
   ];
 }
 

@@ -6,7 +6,7 @@ import { packCapture } from "../../format/archive.ts";
 import { log } from "../../log.ts";
 import { escapeForTerminal } from "../../escape.ts";
 import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
-import { formatBytes, plural } from "../../util/format.ts";
+import { formatBytes, leftOutLine, plural } from "../../util/format.ts";
 import { archiveProgress } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
@@ -21,6 +21,12 @@ export default defineCommand({
       description: "The archive's root folder, what unpack creates (default: DIR's name; letters, digits and ._+-: for a folder named otherwise)",
       valueHint: "NAME",
     },
+    redact: {
+      type: "boolean",
+      description:
+        "Leave the private facts out of the archive's kerncap.json (host name, command line, job environment, GPU UUID and PCI id, the project's absolute paths) and replace them in its README.md; it still unpacks, verifies and replays (docs/archives.md)",
+      default: false,
+    },
     ...jsonArg,
     ...verboseArg,
   },
@@ -33,7 +39,11 @@ export default defineCommand({
       force: Boolean(args.force),
       onProgress: progress.update,
       ...(args.name !== undefined ? { root: String(args.name) } : {}),
+      redact: Boolean(args.redact),
     }).finally(progress.end);
+    if (r.leftOut.length) log.warn(leftOutLine(r.leftOut));
+    if (r.privateFields.length)
+      log.warn(`the archive's kerncap.json holds this capture's ${r.privateFields.join(", ")}; kerncap pack --redact leaves them out`);
     for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
     if (args.json) printJson("pack", r);
     else {
