@@ -149,16 +149,33 @@ const BuildSteps = v.object({
   fullPreprocessMs: v.optional(v.number()),
 });
 
+/**
+ * A module's figures for the kernel (src/rebuild/resources.ts ModuleFigures): registers per thread
+ * and stack frame bytes per thread (.nv.info), bytes of spill stores and spill loads (ptxas -v's,
+ * read from the cubin's spill annotations), the CUDA toolkit release whose ptxas compiled it
+ * (.note.nv.tkinfo, "13.0.88"); null where the module does not say. The spills and the toolkit were
+ * added to kerncap.validate-build/1 and validate-watch/1 compatibly (optional: absent from an older kerncap's).
+ */
+const Figures = {
+  registers: v.optional(v.nullable(v.number())),
+  stackFrameBytes: v.optional(v.nullable(v.number())),
+  spillStoreBytes: v.optional(v.nullable(v.number())),
+  spillLoadBytes: v.optional(v.nullable(v.number())),
+  toolkit: v.optional(v.nullable(v.string())),
+};
+const CapturedFigures = v.object({ ...Figures, registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) });
+
 /** A rebuild as validate reports it (validate's and validate --build-only's `rebuild`). */
 const Rebuild = v.object({
   module: v.string(),
   seconds: v.number(),
   builder: v.optional(v.picklist(["build.sh", "pruned"])),
   steps: v.optional(BuildSteps),
-  /** The rebuilt kernel's registers per thread and stack frame bytes per thread (the module's .nv.info), and the captured module's; null where a module does not say. */
-  registers: v.optional(v.nullable(v.number())),
-  stackFrameBytes: v.optional(v.nullable(v.number())),
-  captured: v.optional(v.object({ registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) })),
+  /** The rebuilt kernel's Figures, and the captured module's. */
+  ...Figures,
+  captured: v.optional(CapturedFigures),
+  /** validate --build-only of a CUDA capture: the nvcc build.sh runs (NVCC, else the first on PATH, else /usr/local/cuda/bin/nvcc). */
+  nvcc: v.optional(v.nullable(v.string())),
 });
 
 /** A capture's judging settings as a document shows them (kerncap judge, export's judging). */
@@ -299,10 +316,9 @@ export const DOCUMENTS = {
     /** A verdict's rebuilt kernel against the captured module, interleaved (null with fewer than 5 timed launches). */
     compare: v.optional(Compare),
     overheadSeconds: v.optional(v.number()),
-    /** A built line's rebuilt kernel: registers per thread and stack frame bytes per thread, and the captured module's. */
-    registers: v.optional(v.nullable(v.number())),
-    stackFrameBytes: v.optional(v.nullable(v.number())),
-    captured: v.optional(v.object({ registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) })),
+    /** A built line's rebuilt kernel: its Figures, and the captured module's. */
+    ...Figures,
+    captured: v.optional(CapturedFigures),
     code: v.optional(v.string()),
     message: v.optional(v.string()),
     hint: v.optional(v.nullable(v.string())),

@@ -191,6 +191,16 @@ export function buildFailureHint(code: number, output: string): string {
 }
 
 /**
+ * The nvcc a CUDA capture's build.sh (templates/cuda/build.sh.hbs) runs in the capture folder
+ * `dir`: NVCC, else the first nvcc on the build's PATH (buildChildEnv's: no relative entry, none
+ * inside the capture), else /usr/local/cuda/bin/nvcc. What validate --build-only names.
+ */
+export function buildShNvcc(dir: string): string {
+  const env = buildChildEnv(reproducerBuildEnv({ force: false }), [dir]);
+  return env.NVCC || Bun.which("nvcc", { PATH: env.PATH ?? "" }) || "/usr/local/cuda/bin/nvcc";
+}
+
+/**
  * A rebuild writes into the capture folder (build/): a folder this process may not write (a
  * read-only copy, another user's) is said before anything runs, not as a file deep inside it.
  * @throws KerncapError E_IO naming the folder and what to do

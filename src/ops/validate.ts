@@ -14,7 +14,7 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { OpenedCapture } from "../format/capture-dir.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
-import { assertRebuildWritable } from "../frontends/build.ts";
+import { assertRebuildWritable, buildShNvcc } from "../frontends/build.ts";
 import { rebuiltRun, type Rebuilt } from "../rebuild/rebuilder.ts";
 import { checkWatchable, watchReproducer, type WatchEvent } from "../rebuild/watch.ts";
 import { withAslrRetry } from "../replay/aslr.ts";
@@ -69,7 +69,8 @@ export interface ValidateRequest extends ValidateOptions {
 /** validate --build-only's result: the rebuild alone (no replay). */
 export interface BuildOnlyResult {
   kernel: string;
-  rebuild: Rebuilt & ModuleResources;
+  /** nvcc: a CUDA capture's, the nvcc its build.sh runs (src/frontends/build.ts buildShNvcc). */
+  rebuild: Rebuilt & ModuleResources & { nvcc?: string };
   wallSeconds: number;
 }
 
@@ -157,7 +158,9 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     fullBuild: o.fullBuild,
     ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
   }).built;
-  return { kernel: m.kernel.name, rebuild: { ...b, ...moduleResources(c.dir, m, b.module) }, wallSeconds: (performance.now() - t0) / 1000 };
+  // the nvcc the build ran (a CUDA build.sh: NVCC or PATH's), said with the toolkit the module names: comparing toolkits needs both
+  const nvcc = m.kernel.frontend === "cuda" ? { nvcc: buildShNvcc(c.dir) } : {};
+  return { kernel: m.kernel.name, rebuild: { ...b, ...moduleResources(c.dir, m, b.module), ...nvcc }, wallSeconds: (performance.now() - t0) / 1000 };
 }
 
 /** @throws KerncapError E_FRONTEND for a capture whose frontend has no validate (HIP). */
