@@ -59,12 +59,19 @@ export interface PackIndex {
 }
 
 export interface PackResult {
+  /** The archive written, or that would be (dryRun). */
   archive: string;
   dir: string;
+  /** --dry-run: nothing was written (bytes.archive 0). */
+  dryRun: boolean;
   files: number;
   sparseFiles: number;
   /** Bytes: of the files (apparent sizes), of their data (holes left out), of the archive. */
   bytes: { files: number; data: number; archive: number };
+  /** Every file archived: its path in the capture folder, its bytes (apparent size). */
+  list: { path: string; bytes: number }[];
+  /** What the capture folder holds that the archive leaves out (build/, unpack's mark …), with why. */
+  leftOut: { path: string; why: string }[];
   /** Reproducer paths that exist only on this machine (see portabilityWarnings); symbolic links left out. */
   warnings: string[];
   seconds: number;

@@ -390,11 +390,18 @@ export const DOCUMENTS = {
   }),
   pack: v.object({
     ...id("pack"),
+    /** The archive written, or that --dry-run would write. */
     archive: v.string(),
     dir: v.string(),
+    /** --dry-run: nothing written (bytes.archive 0). dryRun, list and leftOut were added to kerncap.pack/1 compatibly (absent from an older kerncap's). */
+    dryRun: v.optional(v.boolean()),
     files: U,
     sparseFiles: U,
     bytes: Bytes3,
+    /** Every file archived: its path in the capture folder and its bytes (apparent size). */
+    list: v.optional(v.array(v.object({ path: v.string(), bytes: U }))),
+    /** What the folder holds that the archive leaves out (build/, unpack's mark, an index left by hand), and why. */
+    leftOut: v.optional(v.array(v.object({ path: v.string(), why: v.string() }))),
     warnings: v.array(v.string()),
     seconds: v.number(),
   }),

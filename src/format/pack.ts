@@ -43,15 +43,15 @@ import { isPackArchive } from "./unpack.ts";
  * Files and folders under dir (relative, `/`-separated, sorted): what pack archives. A symbolic
  * link anywhere in the folder is refused (a link to a folder would archive what it points to, a
  * home's .ssh/ for one), as is a file with another name elsewhere (a hard link); FIFOs, sockets
- * and devices are left out, and so is `build/` (BUILD_DIR).
+ * and devices are left out, and so is `build/` (BUILD_DIR: in `left`, with why).
  * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
  * refused.
  * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not
  *   UTF-8 or not portable (unportableName: unpack refuses it), E_PACK_LINK naming a symbolic link,
  *   E_UNSAFE_PATH naming a hard link.
  */
-function walk(dir: string): { files: string[]; dirs: string[] } {
-  const out = { files: [] as string[], dirs: [] as string[] };
+function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] } {
+  const out = { files: [] as string[], dirs: [] as string[], left: [] as LeftOut[] };
   // a capture set's members: its folders that hold a kerncap.json (what unpack reads them as: captureMembers)
   const isMember = (n: string) => {
     try {
@@ -97,7 +97,11 @@ function walk(dir: string): { files: string[]; dirs: string[] } {
         );
       }
       const r = rel ? `${rel}/${name}` : name;
-      if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
+      if (r === BUILD_DIR) {
+        // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
+        out.left.push({ path: `${BUILD_DIR}/`, why: "the rebuild's outputs and scratch, made again by the next build" });
+        continue;
+      }
       const why = unportableName(name);
       if (why)
         throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, {
@@ -225,8 +229,19 @@ export async function packCapture(dirArg: string, outArg: string, opts: PackOpti
   }
 }
 
-/** pack's options: `force` replaces an archive kerncap pack wrote; `root` names the archive's root folder (default: the capture folder's name). */
-export type PackOptions = { force?: boolean; onProgress?: ArchiveProgress; root?: string };
+/**
+ * pack's options: `force` replaces an archive kerncap pack wrote; `root` names the archive's root
+ * folder (default: the capture folder's name); `dryRun`: plan only (what would go in, what is left
+ * out and why), no archive written, and `out` only named: the folder's manifest, files and names
+ * are checked as pack checks them, the memory images' chunk checksums (a read of every stored byte) only when packing.
+ */
+export type PackOptions = { force?: boolean; onProgress?: ArchiveProgress; root?: string; dryRun?: boolean };
+
+/** A file or folder of the capture that an archive leaves out, with why (a phrase). */
+export interface LeftOut {
+  path: string;
+  why: string;
+}
 
 async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () => Promise<void>): Promise<PackResult> {
   const t0 = performance.now();
@@ -243,9 +258,13 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
     );
   const m = readManifest(dir);
   verifyFiles(dir, m);
+  const out = resolve(outArg);
+  if (opts.dryRun) {
+    const { index, filesTotal, dataTotal, left } = packIndex(dir, root, m, new Map([[MANIFEST_FILE, shippedManifest(dir)]]));
+    return packResult(index, left, { archive: out, dir, files: filesTotal, data: dataTotal, written: 0, dryRun: true, t0 });
+  }
   verifyRegions(dir, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
   await tick();
-  const out = resolve(outArg);
   // through symbolic links too (-o link-to-cap/x.zip): the archive would be packed into itself next time
   const realDir = realPathLoose(dir);
   const realOut = realPathLoose(out);
@@ -267,17 +286,29 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
   removeStale(out, "pack");
 
   const shipped = new Map([[MANIFEST_FILE, shippedManifest(dir)]]);
-  const { index, filesTotal, dataTotal } = packIndex(dir, root, m, shipped);
+  const { index, filesTotal, dataTotal, left } = packIndex(dir, root, m, shipped);
   const written = await writeArchive(dir, out, index, existed, opts, tick, shipped);
+  return packResult(index, left, { archive: out, dir, files: filesTotal, data: dataTotal, written, dryRun: false, t0 });
+}
+
+/** pack's result from its index: the counts, and every file (path, bytes) and what was left out (nu9 #5: a count alone did not say what was shipped). */
+function packResult(
+  index: PackIndex,
+  left: LeftOut[],
+  r: { archive: string; dir: string; files: number; data: number; written: number; dryRun: boolean; t0: number },
+): PackResult {
   const { files, warnings } = index;
   return {
-    archive: out,
-    dir,
+    archive: r.archive,
+    dir: r.dir,
+    dryRun: r.dryRun,
     files: files.length,
     sparseFiles: files.filter((f) => f.method === "sparse").length,
-    bytes: { files: filesTotal, data: dataTotal, archive: written },
+    bytes: { files: r.files, data: r.data, archive: r.written },
+    list: files.map((f) => ({ path: f.path, bytes: f.size })),
+    leftOut: left,
     warnings,
-    seconds: (performance.now() - t0) / 1000,
+    seconds: (performance.now() - r.t0) / 1000,
   };
 }
 
@@ -297,20 +328,32 @@ export function shippedManifest(dir: string): Uint8Array {
 /**
  * The index of the capture folder `dir` (PackIndex): every file with its size, mode, entry name
  * and method (a memory image with holes: sparse, its data extents; text: deflated; else stored),
- * every folder, the portability warnings; and the bytes of the files (apparent sizes) and of their data.
+ * every folder, the portability warnings; the bytes of the files (apparent sizes) and of their data; what is left out, with why.
  * @throws KerncapError as walk
  */
-function packIndex(dir: string, root: string, m: Manifest, shipped: Map<string, Uint8Array>): { index: PackIndex; filesTotal: number; dataTotal: number } {
+function packIndex(
+  dir: string,
+  root: string,
+  m: Manifest,
+  shipped: Map<string, Uint8Array>,
+): { index: PackIndex; filesTotal: number; dataTotal: number; left: LeftOut[] } {
   const tree = walk(dir);
+  const left = [...tree.left];
   const warnings = portabilityWarnings(dir, m);
   const files: PackedFile[] = [];
   const images = new Set([m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
   let dataTotal = 0;
   let filesTotal = 0;
   for (const rel of tree.files) {
-    if (rel === PACK_INDEX) continue; // an index left by hand; the archive gets its own
+    if (rel === PACK_INDEX) {
+      left.push({ path: rel, why: "an index left by hand: the archive writes its own" }); // an index left by hand; the archive gets its own
+      continue;
+    }
     // unpack's mark stays here: the recipient's unpack writes its own (an archive cannot carry one)
-    if (rel === RECEIVED_MARK || rel.endsWith(`/${RECEIVED_MARK}`)) continue;
+    if (rel === RECEIVED_MARK || rel.endsWith(`/${RECEIVED_MARK}`)) {
+      left.push({ path: rel, why: "unpack's mark of a received capture: the recipient's unpack writes its own" });
+      continue;
+    }
     const bytes = shipped.get(rel);
     if (bytes) {
       filesTotal += bytes.length;
@@ -329,7 +372,7 @@ function packIndex(dir: string, root: string, m: Manifest, shipped: Map<string, 
     else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: !ext.sparse && looksText(p) ? "deflated" : "stored" });
   }
   const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
-  return { index, filesTotal, dataTotal };
+  return { index, filesTotal, dataTotal, left };
 }
 
 /**
