@@ -149,13 +149,7 @@ const BuildSteps = v.object({
   fullPreprocessMs: v.optional(v.number()),
 });
 
-/**
- * A module's figures for the kernel (src/rebuild/resources.ts ModuleFigures): registers per thread
- * and stack frame bytes per thread (.nv.info), bytes of spill stores and spill loads (ptxas -v's,
- * read from the cubin's spill annotations), the CUDA toolkit release whose ptxas compiled it
- * (.note.nv.tkinfo, "13.0.88"); null where the module does not say. The spills and the toolkit were
- * added to kerncap.validate-build/1 and validate-watch/1 compatibly (optional: absent from an older kerncap's).
- */
+/** A module's figures for the kernel (src/rebuild/resources.ts ModuleFigures; null: the module does not say); spills and toolkit added to validate-build/1 and validate-watch/1 compatibly (optional). */
 const Figures = {
   registers: v.optional(v.nullable(v.number())),
   stackFrameBytes: v.optional(v.nullable(v.number())),
@@ -393,7 +387,7 @@ export const DOCUMENTS = {
     /** The archive written, or that --dry-run would write. */
     archive: v.string(),
     dir: v.string(),
-    /** --dry-run: nothing written (bytes.archive 0). dryRun, list and leftOut were added to kerncap.pack/1 compatibly (absent from an older kerncap's). */
+    /** --dry-run: nothing written (bytes.archive 0). dryRun, list, leftOut: added to pack/1 compatibly. */
     dryRun: v.optional(v.boolean()),
     files: U,
     sparseFiles: U,

@@ -187,18 +187,11 @@ export function buildFailureHint(code: number, output: string): string {
       "): the toolchain the reproducer names is missing here. Install it or point the reproducer at it (NVCC=/path/to/nvcc for a CUDA reproducer, KERNCAP_PYTHON for a Triton one; kerncap doctor checks them)."
     );
   }
-  return "Fix the compile error in the edited source and run validate again.";
+  return FIX_AND_VALIDATE;
 }
 
-/**
- * The nvcc a CUDA capture's build.sh (templates/cuda/build.sh.hbs) runs in the capture folder
- * `dir`: NVCC, else the first nvcc on the build's PATH (buildChildEnv's: no relative entry, none
- * inside the capture), else /usr/local/cuda/bin/nvcc. What validate --build-only names.
- */
-export function buildShNvcc(dir: string): string {
-  const env = buildChildEnv(reproducerBuildEnv({ force: false }), [dir]);
-  return env.NVCC || Bun.which("nvcc", { PATH: env.PATH ?? "" }) || "/usr/local/cuda/bin/nvcc";
-}
+/** buildFailureHint's for a compile error; the watch says "save again" instead (src/rebuild/watch.ts: it rebuilds at each save). */
+export const FIX_AND_VALIDATE = "Fix the compile error in the edited source and run validate again.";
 
 /**
  * A rebuild writes into the capture folder (build/): a folder this process may not write (a

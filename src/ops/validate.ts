@@ -14,7 +14,7 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { OpenedCapture } from "../format/capture-dir.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
-import { assertRebuildWritable, buildShNvcc } from "../frontends/build.ts";
+import { assertRebuildWritable } from "../frontends/build.ts";
 import { rebuiltRun, type Rebuilt } from "../rebuild/rebuilder.ts";
 import { checkWatchable, watchReproducer, type WatchEvent } from "../rebuild/watch.ts";
 import { withAslrRetry } from "../replay/aslr.ts";
@@ -159,7 +159,8 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
   }).built;
   // the nvcc the build ran (a CUDA build.sh: NVCC or PATH's), said with the toolkit the module names: comparing toolkits needs both
-  const nvcc = m.kernel.frontend === "cuda" ? { nvcc: buildShNvcc(c.dir) } : {};
+  const compiler = frontendOf(m).buildCompiler?.(c.dir);
+  const nvcc = compiler ? { nvcc: compiler } : {};
   return { kernel: m.kernel.name, rebuild: { ...b, ...moduleResources(c.dir, m, b.module), ...nvcc }, wallSeconds: (performance.now() - t0) / 1000 };
 }
 

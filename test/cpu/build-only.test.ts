@@ -65,6 +65,20 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     }
   }, 60_000);
 
+  test("a changed parameter list: the error names what the module defines, with no note on the pruned build before it (nu9 #12)", () => {
+    const { dir, env } = demo();
+    const src = join(dir, "src/saxpy.cu");
+    writeFileSync(src, readFileSync(src, "utf8").replace("__global__ void saxpy(const Saxpy *p) {", "__global__ void saxpy(const Saxpy *p, int n) {"));
+    const r = kerncap(["validate", dir, "--build-only"], env);
+    expect(r.exitCode).toBe(2);
+    const err = r.stderr.toString();
+    expect(err).toContain("the rebuilt module defines: saxpy(Saxpy const*, int)");
+    expect(err).not.toContain("validate rebuilds with build.sh");
+    expect(err).not.toContain("pruned TU");
+    // nothing was recorded of a comparison that could not be made: the next build that defines the kernel checks the pruned build
+    expect(existsSync(join(dir, "build/pruned/check.json"))).toBe(false);
+  }, 60_000);
+
   test("the spills of a rebuild under -maxrregcount (EXTRA_FLAGS) are ptxas -v's, beside the captured module's none; in the text, --json and the watch's built line (nu9 #6)", async () => {
     const { dir, env } = demo();
     const src = join(dir, "src/saxpy.cu");
@@ -152,6 +166,8 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     writeFileSync(src, original.replace("p->a * p->x.data[i]", "p->a * p->x.data[i] +* 2"));
     await until(2, "the broken save's line");
     expect(lines[1]).toMatchObject({ event: "build-error", trigger: "save", files: ["saxpy.cu"], code: "E_BUILD" });
+    // the watch rebuilds at each save: its hint says to save, not to run validate (nu9 #12)
+    expect(lines[1]!.hint).toBe("Fix the compile error in the edited source and save it: the watch rebuilds at each save.");
 
     writeFileSync(src, original.replace("p->a * p->x.data[i]", "__fmul_rn(p->a, p->x.data[i])"));
     await until(3, "the mended save's line");
