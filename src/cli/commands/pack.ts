@@ -59,21 +59,27 @@ export default defineCommand({
       log.info(
         `${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${shellPath(fromHere(r.archive))}`,
       );
-      log.info(contents(r, "what went in:"));
+      log.info(contents(r, "what went in:", SHOWN_AFTER_PACK));
     }
     return 0;
   },
 });
 
+/** The files a pack lists after it packed (its --dry-run and --json list them all). */
+const SHOWN_AFTER_PACK = 40;
+
 /**
- * The archive's contents in words: `head`, then every file (its bytes, its path; names escaped, one
- * line each), then each thing left out with why.
+ * The archive's contents in words: `head`, then each file (its bytes, its path; names escaped, one
+ * line each; the first `max`, then how many more), then each thing left out with why.
  */
-export function contents(r: Pick<PackResult, "list" | "leftOut">, head: string): string {
-  const w = Math.max(0, ...r.list.map((f) => formatBytes(f.bytes).length));
+export function contents(r: Pick<PackResult, "list" | "leftOut">, head: string, max = Infinity): string {
+  const shown = r.list.slice(0, max);
+  const w = Math.max(0, ...shown.map((f) => formatBytes(f.bytes).length));
+  const more = r.list.length - shown.length;
   return [
     head,
-    ...r.list.map((f) => `  ${formatBytes(f.bytes).padStart(w)}  ${escapeForTerminal(f.path, { oneLine: true })}`),
+    ...shown.map((f) => `  ${formatBytes(f.bytes).padStart(w)}  ${escapeForTerminal(f.path, { oneLine: true })}`),
+    ...(more > 0 ? [`  … ${plural(more, "file")} more (kerncap pack --dry-run, or --json, lists them all)`] : []),
     ...r.leftOut.map((l) => `  left out: ${escapeForTerminal(l.path, { oneLine: true })} (${l.why})`),
   ].join("\n");
 }
