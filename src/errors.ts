@@ -49,6 +49,17 @@ export function isKerncapError(e: unknown): e is KerncapError {
   return e instanceof KerncapError;
 }
 
+/** Whether `f` returns without a KerncapError (a check asked as a question); any other error is thrown on. */
+export function passes(f: () => unknown): boolean {
+  try {
+    f();
+    return true;
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    return false;
+  }
+}
+
 /** What each file-system errno means to the user (Node/Bun set `code` on system errors; see errno(3)). */
 const SYSTEM_ERRORS: Record<string, string> = {
   EACCES: "permission denied",

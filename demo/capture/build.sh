@@ -7,7 +7,7 @@
 # src/saxpy.cu (the sha256 on its first line; `kerncap validate` remakes it after an edit), else
 # the whole TU; when the slice does not build, the whole TU (and, once that builds, the slice is not
 # tried again for that text of the TU; the slice's messages are in build/slice-build.log, and shown nowhere else
-# when the whole TU fails too: its error is the one to read). A slice edited by hand (its body no
+# when the whole TU fails too: its error, last, is the one to read). A slice edited by hand (its body no
 # longer the body= hash on its first line) is compiled as it is, its error the build's.
 # Lines starting with "kerncap:" on stderr say which was compiled and why.
 #
@@ -78,14 +78,12 @@ if [ "$src" = "$slice" ]; then
     echo "kerncap: the slice src/saxpy.kerncap-slice.cu, edited by hand, does not build (its messages above); the whole TU is not compiled in its place" >&2
     exit 1
   else
-    if ! compile "$tu" "$cubin"; then
-      # not marked as failed: when neither builds, the cause may be the toolchain (NVCC unset or
-      # gone) or an edit, not the slice; the next build tries the slice again
-      echo "kerncap: the slice src/saxpy.kerncap-slice.cu did not build either (its messages: $shown)" >&2
-      exit 1
-    fi
+    # said before the whole TU compiles: when that fails too, its error comes last, the one to read
+    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: $shown): compiling the whole TU src/saxpy.cu" >&2
+    # not marked as failed when neither builds: the cause may be the toolchain (NVCC unset or
+    # gone) or an edit, not the slice; the next build tries the slice again
+    compile "$tu" "$cubin" || exit 1
     echo "$have" >"$failed"
-    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: $shown): compiled the whole TU src/saxpy.cu" >&2
   fi
 else
   compile "$tu" "$cubin"

@@ -48,6 +48,8 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
   validate: [
     ["kerncap validate cap", "rebuild src/ with build.sh, replay, compare with the app's result"],
     ["kerncap validate cap --watch", "rebuild and replay at each save under cap/src/ (Ctrl-C ends)"],
+    ["EXTRA_FLAGS=-maxrregcount=24 kerncap validate cap --build-only", "rebuild with more nvcc flags (build.sh appends EXTRA_FLAGS): registers, spills"],
+    ["NVCC=/usr/local/cuda-12.8/bin/nvcc kerncap validate cap --build-only", "rebuild with another toolkit's nvcc"],
   ],
   profile: [
     ["kerncap profile cap", "Nsight Compute on the replayed launch only; report in cap/profile/"],

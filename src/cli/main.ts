@@ -348,8 +348,9 @@ function closedStdioExit(wantJson: boolean): number | undefined {
  */
 function failWith(wantJson: boolean, watchStream: boolean, lines = false): Fail {
   return (code, message, hint, exitCode = 2, details) => {
-    // a message may carry an application's command line or a shared capture's names: no terminal escapes
-    log.error(printable(message));
+    // a message may carry an application's command line or a shared capture's names: no terminal escapes;
+    // its code first, the one docs/errors.md and --json name (nu9 #14: the text showed none)
+    log.error(`${code}: ${printable(message)}`);
     if (hint) log.info(printable(hint));
     // validate --watch --json is a JSON Lines stream (src/rebuild/watch.ts): an error that ends it, at startup too, is one record of it
     // the document's text is the log's (consola drops the marks of `code`)

@@ -135,6 +135,14 @@ export function cubinToolVersion(input: CubinInput): string | undefined {
   }
 }
 
+/**
+ * The CUDA toolkit release whose ptxas compiled the cubin ("13.0.88"), from `.note.nv.tkinfo`'s
+ * tool version ("Cuda compilation tools, release 13.0, V13.0.88", observed), or undefined.
+ */
+export function cubinToolkit(input: CubinInput): string | undefined {
+  return /\bV(\d+(?:\.\d+)+)\b/.exec(toolInfo(asCubin(input))?.version ?? "")?.[1];
+}
+
 // ───────────────────────────── .nv.info attributes ─────────────────────────────
 
 /** EIFMT_* record formats (cuobjdump names; numbering as in public decoders). */
@@ -275,6 +283,61 @@ export function cubinKernelFrameBytes(input: CubinInput, kernel: string): number
     if (dv.getUint32(0, true) === sym.index) return dv.getUint32(4, true);
   }
   return undefined;
+}
+
+/**
+ * `.nv.info.<kernel>` attribute EIATTR_ANNOTATIONS (0x55, the name in public decoders' tables),
+ * SVAL: pairs of u32 (kind, byte offset in `.text.<kernel>`). nvcc 13.0's ptxas writes one of
+ * kind 1 at each spill store (STL) and spill load (LDL) it made, and none at a local array's
+ * accesses (observed on sm_75 … sm_120: their widths summed give ptxas -v's "bytes spill stores"
+ * and "bytes spill loads" exactly; cubin.test.ts checks it against ptxas -v).
+ */
+export const EIATTR_ANNOTATIONS = 0x55;
+const ANNOTATION_SPILL = 1;
+/** `.nv.info.<kernel>` attribute: the CUDA API version the kernel was compiled for, SVAL u32 (130 from nvcc 13.0, observed). */
+export const EIATTR_CUDA_API_VERSION = 0x37;
+/** Volta-and-later SASS (128-bit instructions): opcode in bits 0-11 of the first word (STL 0x387, LDL 0x983), the access width in bits 73-75 (0 u8, 1 s8, 2 u16, 3 s16, 4 32-bit, 5 64-bit, 6 128-bit; observed). */
+const OP_STL = 0x387;
+const OP_LDL = 0x983;
+const WIDTH_BYTES = [1, 1, 2, 2, 4, 8, 16];
+
+/**
+ * The bytes of a kernel's spill stores and spill loads (ptxas -v's "N bytes spill stores, M bytes
+ * spill loads": the registers ptxas could not keep, stored to the stack frame and read back, each
+ * instruction counted once), read from the cubin alone: the widths of the STL/LDL instructions its
+ * spill annotations mark (EIATTR_ANNOTATIONS). No spill annotation means no spill where that is
+ * certain: a kernel without a stack frame, or a cubin of nvcc 13 or later (EIATTR_CUDA_API_VERSION
+ * >= 130), whose ptxas marks every spill.
+ * @returns the byte counts, or undefined where the cubin does not say (an older toolchain's cubin
+ *   with a stack frame and no annotation; SASS before sm_70; a marked instruction that is no STL/LDL)
+ * @throws KerncapError E_CUBIN (not a cubin, a malformed .nv.info)
+ */
+export function cubinKernelSpills(input: CubinInput, kernel: string): { stores: number; loads: number } | undefined {
+  const elf = asCubin(input);
+  const text = elf.section(`.text.${kernel}`);
+  if (!text || cubinTarget(elf).sm < 70) return undefined;
+  const info = elf.section(`.nv.info.${kernel}`);
+  const attrs = info ? parseNvInfo(elf.sectionBytes(info)) : [];
+  const marked: number[] = [];
+  let apiVersion = 0;
+  for (const a of attrs) {
+    const dv = new DataView(a.payload.buffer, a.payload.byteOffset, a.payload.byteLength);
+    if (a.attr === EIATTR_ANNOTATIONS && a.format === EIFMT_SVAL) {
+      for (let o = 0; o + 8 <= a.payload.length; o += 8) if (dv.getUint32(o, true) === ANNOTATION_SPILL) marked.push(dv.getUint32(o + 4, true));
+    } else if (a.attr === EIATTR_CUDA_API_VERSION && a.format === EIFMT_SVAL && a.payload.length >= 4) apiVersion = dv.getUint32(0, true);
+  }
+  if (!marked.length) return cubinKernelFrameBytes(elf, kernel) === 0 || apiVersion >= 130 ? { stores: 0, loads: 0 } : undefined;
+  const code = elf.sectionBytes(text);
+  const dv = new DataView(code.buffer, code.byteOffset, code.byteLength);
+  const out = { stores: 0, loads: 0 };
+  for (const at of marked) {
+    if (at % 16 !== 0 || at + 16 > code.length) return undefined;
+    const op = dv.getUint32(at, true) & 0xfff;
+    const bytes = WIDTH_BYTES[(dv.getUint32(at + 8, true) >>> 9) & 7];
+    if (bytes === undefined || (op !== OP_STL && op !== OP_LDL)) return undefined;
+    out[op === OP_STL ? "stores" : "loads"] += bytes;
+  }
+  return out;
 }
 
 // ───────────────────────────── parameter layout ─────────────────────────────

@@ -60,6 +60,7 @@ import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { describeJudging, judgingInEffect, mergeJudging, type JudgingOptions } from "../replay/judge-settings.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
+import { dataDigests, digestTables } from "./digests.ts";
 import { planProject, type ProjectEntry } from "./project-names.ts";
 import { readmeContext, sayWhatShips, toolchainContext } from "./readme.ts";
 
@@ -185,7 +186,14 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       before: `data/${m.memory.before}`,
       after: `data/${m.memory.after}`,
     };
-    writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files));
+    // the data files' checksums, which the program checks before it runs (./digests.ts)
+    const whole = [
+      { path: files.params, bytes: params },
+      { path: `data/${m.module.file}`, bytes: image },
+      ...(hsa?.unbundled ? [{ path: module, bytes: hsa.unbundled }] : []),
+      ...(ptxFile && ptxFile !== `data/${m.module.file}` ? [{ path: ptxFile, bytes: new Uint8Array(readFileSync(join(tmp, ptxFile))) }] : []),
+    ];
+    writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files, digestTables(dataDigests(m, { before: files.before, after: files.after }, whole))));
     const editable = copyProject(capDir, m, tmp, project.entries);
     for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;

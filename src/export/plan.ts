@@ -177,10 +177,11 @@ export interface ExportFiles {
 
 /**
  * capture.h: the tables of the driver-API program (templates/export/repro.c), one C definition
- * per fact of the capture, in the order the program uses them. Every name is written as a C
+ * per fact of the capture, in the order the program uses them; `digests`: the data files'
+ * checksum tables (./digests.ts digestTables), last. Every name is written as a C
  * string literal (cString) and never inside a comment.
  */
-export function captureHeader(p: ExportPlan, f: ExportFiles): string {
+export function captureHeader(p: ExportPlan, f: ExportFiles, digests = ""): string {
   const extents: string[] = [];
   const rangeRow = (r: PlanRange) => {
     const at = (xs: Stored["extents"]) => {
@@ -257,7 +258,7 @@ static const struct kc_range GLOBALS[] = {
 ${globals.join("\n") || '  {"", 0, 0, 0, 0, "", 0, 0, 0, 0, 0, 0}, /* none */'}
 };
 
-#endif
+${digests}#endif
 `;
 }
 

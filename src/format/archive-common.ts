@@ -58,17 +58,25 @@ export interface PackIndex {
   warnings: string[];
 }
 
+/** The why of a file pack leaves out as an editor's temporary or backup, or a hidden name under src/. */
+export const EDITOR_LEFT_OUT = "an editor's temporary or backup, or a hidden name under src/";
+
 export interface PackResult {
+  /** The archive written, or that would be (dryRun). */
   archive: string;
   dir: string;
+  /** --dry-run: nothing was written (bytes.archive 0). */
+  dryRun: boolean;
   files: number;
   sparseFiles: number;
   /** Bytes: of the files (apparent sizes), of their data (holes left out), of the archive. */
   bytes: { files: number; data: number; archive: number };
+  /** Every file archived: its path in the capture folder, its bytes (apparent size). */
+  list: { path: string; bytes: number }[];
+  /** What the capture folder holds that the archive leaves out (build/, unpack's mark, editor temporaries and backups, hidden names under src/: src/format/file-names.ts isLeftOutOfSources …), with why (EDITOR_LEFT_OUT for the editor's). */
+  leftOut: { path: string; why: string }[];
   /** Reproducer paths that exist only on this machine (see portabilityWarnings); symbolic links left out. */
   warnings: string[];
-  /** Files left out: editor temporaries and backups, hidden names under src/ (src/format/file-names.ts isLeftOutOfSources). */
-  leftOut: string[];
   /** The private facts the archive's manifest ships (host name, command line …: src/format/redact.ts privateFields); [] with --redact. */
   privateFields: string[];
   /** Whether the manifest's private fields were removed (--redact). */

@@ -151,6 +151,16 @@ const BuildSteps = v.object({
   fullPreprocessMs: v.optional(v.number()),
 });
 
+/** A module's figures for the kernel (src/rebuild/resources.ts ModuleFigures; null: the module does not say); spills and toolkit added to validate-build/1 and validate-watch/1 compatibly (optional). */
+const Figures = {
+  registers: v.optional(v.nullable(v.number())),
+  stackFrameBytes: v.optional(v.nullable(v.number())),
+  spillStoreBytes: v.optional(v.nullable(v.number())),
+  spillLoadBytes: v.optional(v.nullable(v.number())),
+  toolkit: v.optional(v.nullable(v.string())),
+};
+const CapturedFigures = v.object({ ...Figures, registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) });
+
 /** A rebuild as validate reports it (validate's and validate --build-only's `rebuild`). */
 const Rebuild = v.object({
   module: v.string(),
@@ -159,10 +169,11 @@ const Rebuild = v.object({
   steps: v.optional(BuildSteps),
   /** A confined build's sandbox (--confine only; src/frontends/sandbox.ts): the namespace tree (with Landlock where the kernel has it), Landlock alone, or the source scan and dependency list alone. */
   confinement: v.optional(v.picklist(["namespace", "landlock", "scan"])),
-  /** The rebuilt kernel's registers per thread and stack frame bytes per thread (the module's .nv.info), and the captured module's; null where a module does not say. */
-  registers: v.optional(v.nullable(v.number())),
-  stackFrameBytes: v.optional(v.nullable(v.number())),
-  captured: v.optional(v.object({ registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) })),
+  /** The rebuilt kernel's Figures, and the captured module's. */
+  ...Figures,
+  captured: v.optional(CapturedFigures),
+  /** validate --build-only of a CUDA capture: the nvcc build.sh runs (NVCC, else the first on PATH, else /usr/local/cuda/bin/nvcc). */
+  nvcc: v.optional(v.nullable(v.string())),
 });
 
 /** A capture's judging settings as a document shows them (kerncap judge, export's judging). */
@@ -303,10 +314,9 @@ export const DOCUMENTS = {
     /** A verdict's rebuilt kernel against the captured module, interleaved (null with fewer than 5 timed launches). */
     compare: v.optional(Compare),
     overheadSeconds: v.optional(v.number()),
-    /** A built line's rebuilt kernel: registers per thread and stack frame bytes per thread, and the captured module's. */
-    registers: v.optional(v.nullable(v.number())),
-    stackFrameBytes: v.optional(v.nullable(v.number())),
-    captured: v.optional(v.object({ registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) })),
+    /** A built line's rebuilt kernel: its Figures, and the captured module's. */
+    ...Figures,
+    captured: v.optional(CapturedFigures),
     code: v.optional(v.string()),
     message: v.optional(v.string()),
     hint: v.optional(v.nullable(v.string())),
@@ -378,14 +388,19 @@ export const DOCUMENTS = {
   }),
   pack: v.object({
     ...id("pack"),
+    /** The archive written, or that --dry-run would write. */
     archive: v.string(),
     dir: v.string(),
+    /** --dry-run: nothing written (bytes.archive 0). dryRun, list, leftOut: added to pack/1 compatibly. */
+    dryRun: v.optional(v.boolean()),
     files: U,
     sparseFiles: U,
     bytes: Bytes3,
+    /** Every file archived: its path in the capture folder and its bytes (apparent size). */
+    list: v.optional(v.array(v.object({ path: v.string(), bytes: U }))),
+    /** What the folder holds that the archive leaves out (build/, unpack's mark, an index left by hand, editor temporaries and backups, hidden names under src/), and why. */
+    leftOut: v.optional(v.array(v.object({ path: v.string(), why: v.string() }))),
     warnings: v.array(v.string()),
-    /** Files left out: editor temporaries and backups, hidden names under src/. */
-    leftOut: v.array(v.string()),
     /** The private facts the manifest in the archive holds (host name, command line, job environment …); [] when redacted. */
     privateFields: v.array(v.string()),
     /** Whether --redact removed them. */

@@ -27,6 +27,7 @@ import {
   PACK_INDEX,
   PACK_SCHEMA,
   type PackedFile,
+  EDITOR_LEFT_OUT,
   type PackIndex,
   type PackResult,
   PIECE,
@@ -45,16 +46,16 @@ import { isPackArchive } from "./unpack.ts";
  * link anywhere in the folder is refused (a link to a folder would archive what it points to, a
  * home's .ssh/ for one), as is a file with another name elsewhere (a hard link); FIFOs, sockets
  * and devices are left out, and so is `build/` (BUILD_DIR); so are an editor's temporaries and
- * backups, and hidden names under src/ (isLeftOutOfSources: `leftOut`, which pack names), before
- * any check of them (an Emacs backup `x.cu~` or lock link `.#x.cu` is no reason to refuse).
+ * backups, and hidden names under src/ (isLeftOutOfSources), before any check of them (an Emacs
+ * backup `x.cu~` or lock link `.#x.cu` is no reason to refuse): each in `left`, with why.
  * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
  * refused.
  * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not
  *   UTF-8 or not portable (unportableName: unpack refuses it), E_PACK_LINK naming a symbolic link,
  *   E_UNSAFE_PATH naming a hard link.
  */
-function walk(dir: string): { files: string[]; dirs: string[]; leftOut: string[] } {
-  const out = { files: [] as string[], dirs: [] as string[], leftOut: [] as string[] };
+function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] } {
+  const out = { files: [] as string[], dirs: [] as string[], left: [] as LeftOut[] };
   // a capture set's members: its folders that hold a kerncap.json (what unpack reads them as: captureMembers)
   const isMember = (n: string) => {
     try {
@@ -100,9 +101,14 @@ function walk(dir: string): { files: string[]; dirs: string[]; leftOut: string[]
         );
       }
       const r = rel ? `${rel}/${name}` : name;
-      if (r === BUILD_DIR) continue; // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
+      if (r === BUILD_DIR) {
+        // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
+        out.left.push({ path: `${BUILD_DIR}/`, why: "the rebuild's outputs and scratch, made again by the next build" });
+        continue;
+      }
       if (isLeftOutOfSources(r)) {
-        out.leftOut.push(r); // a vim swap file holds the user, the host and the file's absolute path
+        // a vim swap file holds the user, the host and the file's absolute path
+        out.left.push({ path: r, why: EDITOR_LEFT_OUT });
         continue;
       }
       const why = unportableName(name);
@@ -235,9 +241,18 @@ export async function packCapture(dirArg: string, outArg: string, opts: PackOpti
 /**
  * pack's options: `force` replaces an archive kerncap pack wrote; `root` names the archive's root
  * folder (default: the capture folder's name); `redact` ships the manifest without its private
- * fields (src/format/redact.ts) and the capture's README.md with those values replaced.
+ * fields (src/format/redact.ts) and the capture's README.md with those values replaced; `dryRun`:
+ * plan only (what would go in, what is left out and why), no archive written, and `out` only named:
+ * the folder's manifest, files and names are checked as pack checks them, the memory images' chunk
+ * checksums (a read of every stored byte) only when packing.
  */
-export type PackOptions = { force?: boolean; onProgress?: ArchiveProgress; root?: string; redact?: boolean };
+export type PackOptions = { force?: boolean; onProgress?: ArchiveProgress; root?: string; redact?: boolean; dryRun?: boolean };
+
+/** A file or folder of the capture that an archive leaves out, with why (a phrase). */
+export interface LeftOut {
+  path: string;
+  why: string;
+}
 
 async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () => Promise<void>): Promise<PackResult> {
   const t0 = performance.now();
@@ -254,9 +269,15 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
     );
   const m = readManifest(dir);
   verifyFiles(dir, m);
+  const out = resolve(outArg);
+  if (opts.dryRun) {
+    const manifest = shippedManifestOf(dir, Boolean(opts.redact));
+    const { index, filesTotal, dataTotal, left } = packIndex(dir, root, m, new Map([[MANIFEST_FILE, manifest.bytes]]));
+    const secrets = { privateFields: shippedPrivate(manifest.bytes, opts), redacted: Boolean(opts.redact) };
+    return packResult(index, left, { archive: out, dir, files: filesTotal, data: dataTotal, written: 0, dryRun: true, t0, ...secrets });
+  }
   verifyRegions(dir, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
   await tick();
-  const out = resolve(outArg);
   // through symbolic links too (-o link-to-cap/x.zip): the archive would be packed into itself next time
   const realDir = realPathLoose(dir);
   const realOut = realPathLoose(out);
@@ -282,22 +303,50 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
   // the capture's README.md quotes the project's folder and TU (a Triton one the command line): the same values replaced
   const readme = opts.redact ? readInCapture(dir, "README.md", MANIFEST_MAX_BYTES) : undefined;
   if (readme) shipped.set("README.md", new TextEncoder().encode(redactText(readme.toString("utf8"), manifest.removed)));
-  const { index, filesTotal, dataTotal, leftOut } = packIndex(dir, root, m, shipped);
+  const { index, filesTotal, dataTotal, left } = packIndex(dir, root, m, shipped);
   // the index's warnings quote the project's paths (headers outside it, overlay's root): redacted as the manifest is
   if (opts.redact) index.warnings = index.warnings.map((w) => redactText(w, manifest.removed));
   const written = await writeArchive(dir, out, index, existed, opts, tick, shipped);
+  const secrets = { privateFields: shippedPrivate(manifest.bytes, opts), redacted: Boolean(opts.redact) };
+  return packResult(index, left, { archive: out, dir, files: filesTotal, data: dataTotal, written, dryRun: false, t0, ...secrets });
+}
+
+/** The private facts (src/format/redact.ts privateFields) of the manifest bytes an archive ships; [] under --redact. */
+function shippedPrivate(bytes: Uint8Array, opts: PackOptions): string[] {
+  return opts.redact ? [] : privateFields(JSON.parse(new TextDecoder().decode(bytes)));
+}
+
+/** pack's result from its index: the counts, and every file (path, bytes) and what was left out (nu9 #5: a count alone did not say what was shipped). */
+function packResult(
+  index: PackIndex,
+  left: LeftOut[],
+  r: {
+    archive: string;
+    dir: string;
+    files: number;
+    data: number;
+    written: number;
+    dryRun: boolean;
+    t0: number;
+    /** The private facts the shipped manifest holds ([] when redacted: src/format/redact.ts privateFields). */
+    privateFields: string[];
+    redacted: boolean;
+  },
+): PackResult {
   const { files, warnings } = index;
   return {
-    archive: out,
-    dir,
+    archive: r.archive,
+    dir: r.dir,
+    dryRun: r.dryRun,
     files: files.length,
     sparseFiles: files.filter((f) => f.method === "sparse").length,
-    bytes: { files: filesTotal, data: dataTotal, archive: written },
+    bytes: { files: r.files, data: r.data, archive: r.written },
+    list: files.map((f) => ({ path: f.path, bytes: f.size })),
+    leftOut: left,
     warnings,
-    leftOut,
-    privateFields: opts.redact ? [] : privateFields(JSON.parse(new TextDecoder().decode(manifest.bytes))),
-    redacted: Boolean(opts.redact),
-    seconds: (performance.now() - t0) / 1000,
+    privateFields: r.privateFields,
+    redacted: r.redacted,
+    seconds: (performance.now() - r.t0) / 1000,
   };
 }
 
@@ -315,7 +364,7 @@ export function shippedManifest(dir: string): Uint8Array {
 /**
  * The index of the capture folder `dir` (PackIndex): every file with its size, mode, entry name
  * and method (a memory image with holes: sparse, its data extents; text: deflated; else stored),
- * every folder, the portability warnings; and the bytes of the files (apparent sizes) and of their data.
+ * every folder, the portability warnings; the bytes of the files (apparent sizes) and of their data; what is left out, with why.
  * @throws KerncapError as walk
  */
 function packIndex(
@@ -323,17 +372,24 @@ function packIndex(
   root: string,
   m: Manifest,
   shipped: Map<string, Uint8Array>,
-): { index: PackIndex; filesTotal: number; dataTotal: number; leftOut: string[] } {
+): { index: PackIndex; filesTotal: number; dataTotal: number; left: LeftOut[] } {
   const tree = walk(dir);
+  const left = [...tree.left];
   const warnings = portabilityWarnings(dir, m);
   const files: PackedFile[] = [];
   const images = new Set([m.memory.before, m.memory.after].map((p) => posix.normalize(p)));
   let dataTotal = 0;
   let filesTotal = 0;
   for (const rel of tree.files) {
-    if (rel === PACK_INDEX) continue; // an index left by hand; the archive gets its own
+    if (rel === PACK_INDEX) {
+      left.push({ path: rel, why: "an index left by hand: the archive writes its own" }); // an index left by hand; the archive gets its own
+      continue;
+    }
     // unpack's mark stays here: the recipient's unpack writes its own (an archive cannot carry one)
-    if (rel === RECEIVED_MARK || rel.endsWith(`/${RECEIVED_MARK}`)) continue;
+    if (rel === RECEIVED_MARK || rel.endsWith(`/${RECEIVED_MARK}`)) {
+      left.push({ path: rel, why: "unpack's mark of a received capture: the recipient's unpack writes its own" });
+      continue;
+    }
     const bytes = shipped.get(rel);
     if (bytes) {
       filesTotal += bytes.length;
@@ -352,7 +408,7 @@ function packIndex(
     else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: !ext.sparse && looksText(p) ? "deflated" : "stored" });
   }
   const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
-  return { index, filesTotal, dataTotal, leftOut: tree.leftOut };
+  return { index, filesTotal, dataTotal, left };
 }
 
 /**

@@ -41,6 +41,8 @@ export interface TrustGateOptions {
   shown?: string;
   theirs?: string;
   theirsHint?: (digest: string) => string;
+  /** What the refusal says of the build and the gate (default: "would run with your rights, so kerncap runs it only once you pass --trust"; export runs nothing itself). */
+  gated?: string;
 }
 
 /**
@@ -84,6 +86,19 @@ export function trustDetails(
     interpreter: runs.interpreter,
     command: `${base} --trust=${runs.digest}`,
   };
+}
+
+/**
+ * What a --trust is remembered for, exactly (nu9 #9: "a change to any" read as every file under
+ * src/): this folder with the files of the digest as they are now (`runs.files`: build.sh, or a
+ * Triton capture's kernel file, launcher and the interpreter it names); an edit of the other sources
+ * under src/ does not ask again, unless the build.sh is not kerncap's (`runs.notStock`: every file
+ * under src/ is in the digest then).
+ */
+export function rememberedFor(runs: WhatRuns): string {
+  const pinned = [...runs.files.map((f) => f.name), ...(runs.interpreter !== null ? [runs.interpreterNamed ?? "the interpreter"] : [])];
+  const one = pinned.length === 1;
+  return `remembered for this folder and ${one ? "this" : "these"} exact ${one ? "file" : "files"} (${pinned.join(", ")}): a change to ${one ? "it" : "any of them"} asks again${runs.notStock === undefined ? "; an edit of the other sources under src/ does not" : ""}`;
 }
 
 export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: TrustGateOptions = {}): void {
@@ -138,10 +153,10 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
     show();
     throw new KerncapError(
       "E_UNTRUSTED",
-      `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`,
+      `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles ${o.gated ?? "would run with your rights, so kerncap runs it only once you pass --trust"}`,
       {
         details,
-        hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : " (remembered for this folder and these files: a change to any asks again)"}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
+        hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : ` (${rememberedFor(runs)})`}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
       },
     );
   } else {

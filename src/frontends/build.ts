@@ -199,8 +199,11 @@ export function buildFailureHint(code: number, output: string): string {
       "): the toolchain the reproducer names is missing here. Install it or point the reproducer at it (NVCC=/path/to/nvcc for a CUDA reproducer, KERNCAP_PYTHON for a Triton one; kerncap doctor checks them)."
     );
   }
-  return "Fix the compile error in the edited source and run validate again.";
+  return FIX_AND_VALIDATE;
 }
+
+/** buildFailureHint's for a compile error; the watch says "save again" instead (src/rebuild/watch.ts: it rebuilds at each save). */
+export const FIX_AND_VALIDATE = "Fix the compile error in the edited source and run validate again.";
 
 /**
  * A rebuild writes into the capture folder (build/): a folder this process may not write (a

@@ -201,6 +201,8 @@ export interface Frontend<Options = unknown> {
   explainBuildFailure?(stderr: string): KerncapError | undefined;
   /** Check a rebuilt module before anything launches (CUDA: cubin, kernel present, parameter layout). @throws KerncapError (exit 2) */
   checkRebuiltModule?(modulePath: string, m: Manifest): void;
+  /** The compiler a build of the capture in `dir` runs, as validate --build-only names it (CUDA: the nvcc its build.sh runs); undefined where none is named. */
+  buildCompiler?(dir: string): string | undefined;
   /**
    * The block and dynamic shared memory a rebuilt module's kernel needs, where they differ from
    * the captured launch (Triton: the compiled kernel's num_warps × 32 threads and its shared

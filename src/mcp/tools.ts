@@ -222,7 +222,7 @@ export const TOOLS = {
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     output: "validate-build",
     description:
-      "Rebuild the (edited) reproducer as validate does, without replaying it (no GPU needed; kerncap validate --build-only): whether the kernel compiles, with the rebuilt kernel's registers and stack frame beside the captured module's. A compile error comes back as the error document with the compiler's message. Call validate to judge and time it. Document kerncap.validate-build/1.",
+      "Rebuild the (edited) reproducer as validate does, without replaying it (no GPU needed; kerncap validate --build-only): whether the kernel compiles, with the rebuilt kernel's registers, stack frame and spills beside the captured module's and the nvcc that built it. A compile error comes back as the error document with the compiler's message. Call validate to judge and time it. Document kerncap.validate-build/1.",
     input: v.strictObject({
       dir: Dir,
       ...VersionMismatch(),

@@ -21,7 +21,12 @@ import { requireTrustedBuild } from "./gates.ts";
 export function exportOp(dir: string, out: string, o: Omit<ExportOptions, "trustedFiles"> & { trust: boolean | string }): ExportResult {
   const { manifest: m } = openCapture(dir);
   assertExportableNames(dir, m); // a name export refuses is said before any trust prompt
-  requireTrustedBuild(dir, m, o.trust, { command: `kerncap export ${dir} -o ${out}` });
+  requireTrustedBuild(dir, m, o.trust, {
+    command: `kerncap export ${dir} -o ${out}`,
+    // export runs nothing itself: the exported folder's make run-src (a Triton export's repro.py) runs the sender's build
+    gated:
+      "would run with the rights of whoever runs the export's make run-src (or a Triton export's repro.py); export itself runs nothing, and exports it only once you pass --trust",
+  });
   const approved = approvedDigest(dir);
   if (approved === undefined) return exportCapture(dir, out, o); // made here: nothing to hold the files to
   const runs = readWhatRuns(dir, m.kernel.frontend ?? "", true);

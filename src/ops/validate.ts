@@ -73,7 +73,8 @@ export interface ValidateRequest extends ValidateOptions {
 /** validate --build-only's result: the rebuild alone (no replay). */
 export interface BuildOnlyResult {
   kernel: string;
-  rebuild: Rebuilt & ModuleResources & ConfinedRebuild;
+  /** nvcc: a CUDA capture's, the nvcc its build.sh runs (src/frontends/build.ts buildShNvcc). */
+  rebuild: Rebuilt & ModuleResources & ConfinedRebuild & { nvcc?: string };
   wallSeconds: number;
 }
 
@@ -161,9 +162,12 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     fullBuild: o.fullBuild,
     ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
   }).built;
+  // the nvcc the build ran (a CUDA build.sh: NVCC or PATH's), said with the toolkit the module names: comparing toolkits needs both
+  const compiler = frontendOf(m).buildCompiler?.(c.dir);
+  const nvcc = compiler ? { nvcc: compiler } : {};
   return {
     kernel: m.kernel.name,
-    rebuild: { ...b, ...moduleResources(c.dir, m, b.module), ...confinedBy(m, o) },
+    rebuild: { ...b, ...moduleResources(c.dir, m, b.module), ...confinedBy(m, o), ...nvcc },
     wallSeconds: (performance.now() - t0) / 1000,
   };
 }

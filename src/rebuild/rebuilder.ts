@@ -42,7 +42,7 @@ import { privateTempFolder } from "../cache.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { assertRegularTree, MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
 import { writeFileAtomic } from "../util/write-file.ts";
-import { isKerncapError } from "../errors.ts";
+import { isKerncapError, passes } from "../errors.ts";
 import { log } from "../log.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { assertRebuildWritable, buildReproducer, BuildSuperseded, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
@@ -243,11 +243,14 @@ export class Rebuilder {
    * @throws KerncapError exit 2 (E_PARAM_LAYOUT, E_RDC, E_KERNEL_NOT_FOUND …)
    */
   checkRebuilt(b: Rebuilt): Rebuilt {
+    if (this.checked.has(b)) return b; // checked already (before the fast build's comparison)
     // the module's code is looked at for the architecture it was built for
     const t = this.o.targetArch;
     this.fe.checkRebuiltModule?.(b.module, t ? { ...this.m, device: { ...this.m.device, arch: t } } : this.m);
+    this.checked.add(b);
     return b;
   }
+  private readonly checked = new WeakSet<Rebuilt>(); // the rebuilds checkRebuilt passed: each checked once
 
   /**
    * A fast build's module, written also as build.sh's own output (FastBuilder.buildShModule: CUDA's
@@ -353,6 +356,8 @@ export class Rebuilder {
     try {
       const f = await this.fast!.build(this.dir, this.work!, this.fastOptions(signal), this.series!);
       if (signal.aborted) return; // a save came: its build is checked instead
+      // build.sh's module refused (a changed parameter list): nothing to compare, and its error comes with no note before it (nu9 #12); checked again at the next save
+      if (!passes(() => this.checkRebuilt(full))) return;
       const { differs, said } = this.compare(full, f);
       this.fastEnabled = differs === null;
       this.watchCosts.buildSh ??= full.seconds;
@@ -587,6 +592,8 @@ export class Rebuilder {
       return full.value;
     }
     const f = pruned.value;
+    // as in checkBeside: no record (the next validate checks again); the caller's checkRebuilt says why
+    if (!passes(() => this.checkRebuilt(full.value))) return full.value;
     const { differs, said } = this.compare(full.value, f);
     const check = {
       kernel,

@@ -7,7 +7,7 @@ import { mismatchReason } from "../replay/run-result.ts";
 import type { TimingComparison } from "../replay/stats.ts";
 import type { FastBuildSteps } from "../frontends/frontend.ts";
 import type { Builder } from "./rebuilder.ts";
-import { describeResources } from "./resources.ts";
+import { describeResources, type ModuleFigures } from "./resources.ts";
 
 /** What started a cycle: the watch's start (the unchanged or already edited reproducer) or a save. */
 export type Trigger = "start" | "save";
@@ -67,10 +67,13 @@ export type WatchEvent =
       buildSeconds: number;
       builder: Builder;
       buildSteps?: FastBuildSteps;
-      /** Registers per thread and stack frame bytes per thread of the rebuilt kernel (its module's .nv.info), and of the captured module; null where a module does not say. */
+      /** Registers per thread, stack frame bytes per thread, spill store and load bytes and the toolkit of the rebuilt kernel (its module: src/rebuild/resources.ts), and of the captured module; null where a module does not say. */
       registers: number | null;
       stackFrameBytes: number | null;
-      captured: { registers: number | null; stackFrameBytes: number | null };
+      spillStoreBytes: number | null;
+      spillLoadBytes: number | null;
+      toolkit: string | null;
+      captured: ModuleFigures;
       /** From the save (the burst's last file event; at start: the command's start) to this line (s). */
       saveToVerdictSeconds: number;
     }

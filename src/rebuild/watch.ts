@@ -34,6 +34,7 @@ import { signalExitCode, StopSignals } from "../process-group.ts";
 import { openReplay, type ReplaySession, type RunOptions } from "../replay/engine.ts";
 import { MIN_PAIRS } from "../replay/stats.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
+import { FIX_AND_VALIDATE } from "../frontends/build.ts";
 import { Rebuilder, rebuiltRun, type Builder, type Rebuilt } from "./rebuilder.ts";
 import { BuildSuperseded } from "../frontends/build.ts";
 import { verdictEvent, type ResetLine, type Trigger, type WatchEvent } from "./watch-events.ts";
@@ -432,7 +433,9 @@ function buildErrorEvent(b: Extract<Built, { ok: false }>, base: { trigger: Trig
     at: new Date().toISOString(),
     code: b.error.code,
     message: b.error.message,
-    hint: b.error.hint ?? null,
+    // the watch rebuilds at each save: no "run validate again" (nu9 #12)
+    hint:
+      b.error.hint === FIX_AND_VALIDATE ? "Fix the compile error in the edited source and save it: the watch rebuilds at each save." : (b.error.hint ?? null),
     buildSeconds: b.seconds,
     builder: b.builder,
     saveToVerdictSeconds,

@@ -16,8 +16,9 @@
  *      with the after state: bit for bit, or element-wise within ATOL + RTOL * |expected|;
  *   5. time ITERS launches with CUDA events, each from the before state.
  *
- * Usage: ./repro [-m MODULE] [-n ITERS] [-d EXPORT_DIR] [-g DEVICE]   (files are found under EXPORT_DIR, default .)
- * Exit: 0 match, 1 mismatch, 2 error (a CUDA error, a VA already taken, a missing file).
+ * Usage: ./repro [-m MODULE] [-n ITERS] [-d EXPORT_DIR] [-g DEVICE] [--no-verify]   (files are found under EXPORT_DIR, default .)
+ * --no-verify: skip the check of the data files' checksums (it reads every stored byte once).
+ * Exit: 0 match, 1 mismatch, 3 a data file damaged (its size or a checksum not the export's), 2 another error (a CUDA error, a VA already taken, a missing file).
  */
 #define _POSIX_C_SOURCE 200809L /* fseeko, ftello */
 #define _FILE_OFFSET_BITS 64
@@ -173,16 +174,18 @@ static const char SPIN_PTX[] =
 
 int main(int argc, char **argv) {
   const char *module_path = NULL;
-  int iters = 20, ordinal = 0;
+  int iters = 20, verify = 1, ordinal = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-m") && i + 1 < argc) module_path = argv[++i];
     else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = count_arg("-n", argv[++i]);
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) root_dir = argv[++i];
     else if (!strcmp(argv[i], "-g") && i + 1 < argc) ordinal = count_arg("-g", argv[++i]);
+    else if (!strcmp(argv[i], "--no-verify")) verify = 0;
     else {
-      /* asked-for help: the usage on stdout, exit 0; anything else is a usage error (exit 2) */
+      /* asked-for help: the usage on stdout, exit 0; anything else is a usage error (exit 2), the argument named */
       const int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
-      fprintf(help ? stdout : stderr, "usage: %s [-m MODULE] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g DEVICE (0)]\n", argv[0]);
+      if (!help) bad_argument(argv[i], "mndg");
+      fprintf(help ? stdout : stderr, "usage: %s [-m MODULE] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g DEVICE (0)] [--no-verify]\n", argv[0]);
       return help ? 0 : 2;
     }
   }
@@ -191,6 +194,8 @@ int main(int argc, char **argv) {
     const char *const data[] = {BEFORE_FILE, AFTER_FILE, PARAMS_FILE};
     check_data(data, 3);
   }
+  /* and each one as the export wrote it (its size and checksums): a file damaged in transit is named (exit 3), never replayed */
+  if (verify) verify_data();
   CUresult r0 = cuInit(0);
   if (r0 != CUDA_SUCCESS) {
     const char *s = "unknown error";

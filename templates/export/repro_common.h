@@ -6,9 +6,11 @@
  * multiset of its elements: the same elements in any order).
  *
  * Written by `kerncap export`, included by repro.c after capture.h. The program defines the three
- * device accesses below with its runtime's copies; every call here either completes or exits 2.
+ * device accesses below with its runtime's copies; every call here either completes or exits 2
+ * (verify_data: 3, a data file that differs from what the export recorded).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,14 @@ static int count_arg(const char *opt, const char *text) {
   return (int)v;
 }
 
+/* A command-line argument the program does not take, named on stderr before the usage: an option
+ * of `with_value` (the letters of -X VALUE options) given last without its value, another option,
+ * or a stray word. */
+static void bad_argument(const char *a, const char *with_value) {
+  int needs_value = a[0] == '-' && a[1] && !a[2] && strchr(with_value, a[1]);
+  fprintf(stderr, "error: %s: %s\n", shown(a), needs_value ? "the option needs a value" : a[0] == '-' ? "unknown option" : "unexpected argument");
+}
+
 /* The export's data files are there and readable (-d): said before the driver is asked for anything. */
 static void check_data(const char *const *rels, int n) {
   for (int i = 0; i < n; i++) {
@@ -109,6 +119,66 @@ static char *read_file(const char *path, size_t *n) {
   b[*n] = 0; /* PTX text must end with a NUL */
   fclose(f);
   return b;
+}
+
+/* ---- the data files' checksums ------------------------------------------------------------ */
+
+/* kc64, kerncap's chunk checksum (kerncap's c/common/kc_hash.h, "kc64/1"): words w_j, the
+ * little-endian u32 of bytes [4j, 4j+4) zero-padded past len; t_j = fmix32(w_j ^ (j*0x9E3779B1 +
+ * 0x7F4A7C15)); A = sum t_j, B = sum t_j*(2j+1) (mod 2^32); kc64 = fmix32(A ^ len) << 32 |
+ * fmix32(B + len*0x85EBCA6B). Against accidental damage, not a cryptographic hash. */
+static uint32_t kc_fmix32(uint32_t h) {
+  h ^= h >> 16, h *= 0x85EBCA6Bu, h ^= h >> 13, h *= 0xC2B2AE35u, h ^= h >> 16;
+  return h;
+}
+static unsigned long long kc_hash64(const unsigned char *b, size_t len) {
+  uint32_t A = 0, B = 0;
+  for (size_t j = 0; j < (len + 3) / 4; j++) {
+    uint32_t w = 0;
+    for (size_t k = 0; k < 4 && j * 4 + k < len; k++) w |= (uint32_t)b[j * 4 + k] << (8 * k);
+    uint32_t t = kc_fmix32(w ^ ((uint32_t)j * 0x9E3779B1u + 0x7F4A7C15u));
+    A += t;
+    B += t * (uint32_t)(2 * j + 1);
+  }
+  return ((unsigned long long)kc_fmix32(A ^ (uint32_t)len) << 32) | kc_fmix32(B + (uint32_t)len * 0x85EBCA6Bu);
+}
+
+/* Exit status of a data file that differs from what the export recorded (README.md). */
+#define EXIT_DAMAGED 3
+
+static void damaged(const char *rel, const char *what) {
+  fprintf(stderr, "error: %s is damaged: %s (the export recorded its size and checksums; a damaged file would replay into a false MISMATCH)\n", shown(rel), what);
+  fprintf(stderr, "  Copy or unpack the export again from its source; `kerncap inspect data --verify` checks the capture in data/ the same way.\n");
+  exit(EXIT_DAMAGED);
+}
+
+/* Every data file against the size and kc64 checksums recorded at the export (capture.h
+ * DATA_FILES, DATA_DIGESTS), before the GPU is asked for anything: exit EXIT_DAMAGED naming the
+ * first file that differs. Reads every stored byte once. */
+static void verify_data(void) {
+  char what[256];
+  for (int i = 0; i < N_DATA_FILES; i++) {
+    FILE *f = fopen(data_path(DATA_FILES[i].path), "rb");
+    if (!f && DATA_FILES[i].bytes == 0) continue; /* an empty memory image may be absent */
+    if (!f) die("cannot open", data_path(DATA_FILES[i].path));
+    unsigned long long size = fseeko(f, 0, SEEK_END) == 0 ? (unsigned long long)ftello(f) : 0;
+    if (size != DATA_FILES[i].bytes) {
+      snprintf(what, sizeof what, "%llu bytes, the export recorded %llu (%s)", size, DATA_FILES[i].bytes, size < DATA_FILES[i].bytes ? "truncated" : "appended to");
+      damaged(DATA_FILES[i].path, what);
+    }
+    for (int k = 0; k < N_DATA_DIGESTS; k++) {
+      const struct kc_digest *d = &DATA_DIGESTS[k];
+      if (d->file != i) continue;
+      unsigned char *b = scratch(d->length ? (size_t)d->length : 1);
+      read_at(f, d->offset, b, (size_t)d->length, DATA_FILES[i].path);
+      if (kc_hash64(b, (size_t)d->length) != d->kc64) {
+        snprintf(what, sizeof what, "bytes %llu..%llu differ from their checksum (kc64 %016llx, recorded %016llx)", d->offset, d->offset + d->length,
+                 kc_hash64(b, (size_t)d->length), d->kc64);
+        damaged(DATA_FILES[i].path, what);
+      }
+    }
+    fclose(f);
+  }
 }
 
 /* ---- the before state ---------------------------------------------------------------- */

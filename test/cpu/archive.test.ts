@@ -27,6 +27,8 @@ import {
 import { basename, join, resolve } from "node:path";
 import { constants as zc, deflateRawSync } from "node:zlib";
 import { commands } from "../../src/cli/main.ts";
+import * as v from "valibot";
+import { DOCUMENTS } from "../../src/format/documents.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { log } from "../../src/log.ts";
 import { filesNotIn, isPackArchive, packCapture, PACK_INDEX, portabilityWarnings, readPackIndex, unpackArchive } from "../../src/format/archive.ts";
@@ -231,6 +233,41 @@ describe("pack / unpack", () => {
     const u = await unpackArchive(p.archive, join(root, "back"));
     expect(existsSync(join(u.dir, "build"))).toBe(false);
     expect([...tree(u.dir).keys()].sort()).toEqual([...[...tree(dir).keys()].filter((k) => !k.startsWith("build/")), RECEIVED_MARK].sort());
+  });
+
+  test("pack lists every file it packs (path, bytes) and what it leaves out and why, in --json and the text; --dry-run lists them and writes nothing (nu9 #5)", async () => {
+    const { root, dir } = await fresh();
+    mkdirSync(join(dir, "build"), { recursive: true });
+    writeFileSync(join(dir, "build", "kernel.cubin"), "x");
+    writeFileSync(join(dir, "NOTES.txt"), "private notes\n"); // an extra file: packed, and now listed
+    const out = join(root, "cap.zip");
+    const dry = Bun.spawnSync([process.execPath, MAIN, "pack", dir, "-o", out, "--dry-run"], { stdout: "pipe", stderr: "pipe" });
+    expect(dry.exitCode, dry.stderr.toString()).toBe(0);
+    expect(existsSync(out)).toBe(false);
+    const text = dry.stdout.toString();
+    expect(text).toStartWith(`would pack `);
+    expect(text).toContain(`into ${out} (`);
+    expect(text).toMatch(/\n +14 B {2}NOTES\.txt\n/);
+    expect(text).toContain("  left out: build/ (the rebuild's outputs and scratch, made again by the next build)\n");
+    const json = Bun.spawnSync([process.execPath, MAIN, "pack", dir, "-o", out, "--dry-run", "--json"], { stdout: "pipe", stderr: "pipe" });
+    const doc = JSON.parse(json.stdout.toString());
+    expect(() => v.parse(DOCUMENTS.pack, doc)).not.toThrow();
+    expect(doc).toMatchObject({ dryRun: true, bytes: { archive: 0 } });
+    expect(existsSync(out)).toBe(false);
+    // the list is what packing writes: the archive's own index, file for file
+    const p = await packCapture(dir, out);
+    expect(p.dryRun).toBe(false);
+    const index = (await readPackIndex(p.archive)).files.map((f: { path: string; size: number }) => ({ path: f.path, bytes: f.size }));
+    expect(p.list).toEqual(index);
+    expect(doc.list).toEqual(index);
+    expect(p.list).toContainEqual({ path: "NOTES.txt", bytes: 14 });
+    expect(p.list.map((f) => f.path)).not.toContain("build/kernel.cubin");
+    expect(p.leftOut).toEqual([{ path: "build/", why: "the rebuild's outputs and scratch, made again by the next build" }]);
+    // a received folder: unpack's mark is left out, and said
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    const again = await packCapture(u.dir, join(root, "again.zip"), { dryRun: true });
+    expect(again.leftOut).toEqual([{ path: RECEIVED_MARK, why: "unpack's mark of a received capture: the recipient's unpack writes its own" }]);
+    expect(existsSync(join(root, "again.zip"))).toBe(false);
   });
 
   test("a sparse memory image: packed as its data extents, unpacked with the same holes", async () => {

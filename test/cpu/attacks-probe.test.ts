@@ -173,9 +173,12 @@ describe("what a confined build's messages name", () => {
   test("build.sh's note on the slice's log is kept, without pointing the agent at a build output read_file refuses", async () => {
     const { captureDiagnostics } = await import("../../src/frontends/confine.ts");
     const dir = tempDir();
-    const out = captureDiagnostics(dir, "kerncap: the slice src/k.kerncap-slice.cu did not build either (its messages: build/slice-build.log)\nother line\n");
+    const out = captureDiagnostics(
+      dir,
+      "kerncap: the slice src/k.kerncap-slice.cu does not build (nvcc failed on it: build/slice-build.log): compiling the whole TU src/k.cu\nother line\n",
+    );
     expect(out).toEqual([
-      "kerncap: the slice src/k.kerncap-slice.cu did not build either (its messages are not shown to a confined build: validate on the command line shows them)",
+      "kerncap: the slice src/k.kerncap-slice.cu does not build (its messages are not shown to a confined build: validate on the command line shows them): compiling the whole TU src/k.cu",
     ]);
   });
 });

@@ -21,7 +21,8 @@ import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { markReceived } from "../../src/format/received.ts";
 import { buildReproducer, CONFINED_DATA_KIB, CONFINED_FILE_KIB } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
-import { makeCapture, tempDir, trustDigest } from "./fixtures.ts";
+import { makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
+import { exportOp } from "../../src/ops/export.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 
 const saved: Record<string, string | undefined> = {};
@@ -191,6 +192,28 @@ describe("what runs is what was trusted", () => {
     // what --trust takes: a digest, or nothing
     expect((await thrown(async () => runCommand(await commands.validate(), { rawArgs: [dir, "--trust=yes"] }))).code).toBe("E_USAGE");
     expect((await thrown(async () => runCommand(await commands.check(), { rawArgs: [dir, "--rebuild", `--trust=${digest}`] }))).code).toBe("E_USAGE");
+  }, 60_000);
+
+  test("the refusal says exactly which files a --trust is remembered for: kerncap's build.sh alone (an edit under src/ does not ask again), or every file under src/ with a build.sh of its own; export's says it runs nothing itself (nu9 #9)", async () => {
+    const root = tempDir();
+    const stock = await received(root, stockBuildSh(), recordRendered);
+    const { e } = await quietly(() => requireTrustedBuild(stock, readManifest(stock), false));
+    expect(e.code).toBe("E_UNTRUSTED");
+    expect(e.hint).toContain(
+      "(remembered for this folder and this exact file (build.sh): a change to it asks again; an edit of the other sources under src/ does not)",
+    );
+    expect(e.hint).not.toContain("a change to any asks again");
+    expect(e.message).toContain("would run with your rights, so kerncap runs it only once you pass --trust");
+    // export runs nothing: its refusal says whose command would
+    const exp = await quietly(() => exportOp(stock, join(root, "out"), { trust: false }));
+    expect(exp.e.code).toBe("E_UNTRUSTED");
+    expect(exp.e.message).toContain("would run with the rights of whoever runs the export's make run-src");
+    expect(exp.e.message).toContain("export itself runs nothing");
+    expect(exp.e.message).not.toContain("kerncap runs it");
+    // a hand-written build.sh can run any file under src/: all of them are in the digest, and the hint names them
+    const own = await received(join(root, "b"), HONEST);
+    const hand = await quietly(() => requireTrustedBuild(own, readManifest(own), false));
+    expect(hand.e.hint).toContain("(remembered for this folder and these exact files (build.sh, src/kernel.cu): a change to any of them asks again)");
   }, 60_000);
 
   test("a received Triton capture whose pinned.json kernelFile is ../.notes/readme.py: refused before anything runs", async () => {

@@ -32,7 +32,7 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     const text = kerncap(["validate", dir, "--build-only"], env);
     expect(text.exitCode, text.stderr.toString()).toBe(0);
     expect(text.stdout.toString()).toMatch(
-      /^BUILT _Z5saxpyPK5Saxpy: the kernel compiles: \d+ registers, \d+-byte stack frame \(captured: \d+, \d+\)\n {2}rebuild [0-9.]+ s/,
+      /^BUILT _Z5saxpyPK5Saxpy: the kernel compiles: \d+ registers, \d+-byte stack frame, no spill \(captured: \d+ registers, \d+-byte stack frame, no spill\)\n {2}rebuild [0-9.]+ s( \(pruned TU\))? by \/\S+\/nvcc, CUDA \d+\.\d+\.\d+: /,
     );
     expect(text.stdout.toString()).toContain("(no replay: --build-only)");
     expect(text.stderr.toString()).not.toContain("E_NO_GPU");
@@ -48,6 +48,9 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     // the source is the captured one: the rebuilt kernel uses what the captured module's does
     expect(doc.rebuild.registers).toBeGreaterThan(0);
     expect(doc.rebuild.registers).toBe(doc.rebuild.captured.registers);
+    expect(doc.rebuild).toMatchObject({ spillStoreBytes: 0, spillLoadBytes: 0, captured: { spillStoreBytes: 0, spillLoadBytes: 0 } });
+    expect(doc.rebuild.nvcc).toMatch(/\/nvcc$/);
+    expect(doc.rebuild.toolkit).toMatch(/^\d+\.\d+\.\d+$/);
 
     const src = join(dir, "src/saxpy.cu");
     writeFileSync(src, readFileSync(src, "utf8").replace("p->a * p->x.data[i]", "p->a * p->x.data[i] +* 2"));
@@ -61,6 +64,69 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
       expect(r.stderr.toString()).toContain(`--build-only runs no replay: ${opt[0]!.split("=")[0]}`);
     }
   }, 60_000);
+
+  test("a changed parameter list: the error names what the module defines, with no note on the pruned build before it (nu9 #12)", () => {
+    const { dir, env } = demo();
+    const src = join(dir, "src/saxpy.cu");
+    writeFileSync(src, readFileSync(src, "utf8").replace("__global__ void saxpy(const Saxpy *p) {", "__global__ void saxpy(const Saxpy *p, int n) {"));
+    const r = kerncap(["validate", dir, "--build-only"], env);
+    expect(r.exitCode).toBe(2);
+    const err = r.stderr.toString();
+    expect(err).toContain("the rebuilt module defines: saxpy(Saxpy const*, int)");
+    expect(err).not.toContain("validate rebuilds with build.sh");
+    expect(err).not.toContain("pruned TU");
+    // nothing was recorded of a comparison that could not be made: the next build that defines the kernel checks the pruned build
+    expect(existsSync(join(dir, "build/pruned/check.json"))).toBe(false);
+  }, 60_000);
+
+  test("the spills of a rebuild under -maxrregcount (EXTRA_FLAGS) are ptxas -v's, beside the captured module's none; in the text, --json and the watch's built line (nu9 #6)", async () => {
+    const { dir, env } = demo();
+    const src = join(dir, "src/saxpy.cu");
+    // 64 live floats: spilled under 24 registers
+    const body = `  if (i >= p->y.n) return;
+  float t[64];
+#pragma unroll
+  for (int k = 0; k < 64; k++) t[k] = p->x.data[(i + k) % p->y.n] * k;
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+#pragma unroll
+    for (int k = 0; k < 64; k++) s += t[k] * t[(k * 7 + j) % 64];
+  p->y.data[i] = p->a * p->x.data[i] + s;`;
+    const text = readFileSync(src, "utf8");
+    const line = text.split("\n").find((l) => l.startsWith("  if (i < p->y.n)"))!;
+    writeFileSync(src, text.replace(line, body));
+    const capped = { ...env, EXTRA_FLAGS: "-maxrregcount=24" };
+    // ptxas's own figures for the same build
+    const ptxas = Bun.spawnSync(["bash", join(dir, "build.sh"), "build/ptxas-v.cubin"], {
+      env: { ...capped, EXTRA_FLAGS: "-maxrregcount=24 -Xptxas -v" },
+      stderr: "pipe",
+      stdout: "pipe",
+    });
+    expect(ptxas.exitCode, ptxas.stderr.toString()).toBe(0);
+    const [, frame, stores, loads] =
+      /Function properties for _Z5saxpyPK5Saxpy\n\s+(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads/.exec(ptxas.stderr.toString())!;
+    expect(Number(stores)).toBeGreaterThan(0);
+    const r = kerncap(["validate", dir, "--build-only"], capped);
+    expect(r.exitCode, r.stderr.toString()).toBe(0);
+    expect(r.stdout.toString()).toContain(
+      `: 24 registers, ${frame}-byte stack frame, ${stores} bytes spill stores, ${loads} bytes spill loads (captured: 14 registers, 0-byte stack frame, no spill)\n`,
+    );
+    const json = kerncap(["validate", dir, "--build-only", "--json"], capped);
+    const doc = JSON.parse(json.stdout.toString());
+    expect(() => v.parse(DOCUMENTS["validate-build"], doc)).not.toThrow();
+    expect(doc.rebuild).toMatchObject({ registers: 24, spillStoreBytes: Number(stores), spillLoadBytes: Number(loads), captured: { spillStoreBytes: 0 } });
+    // the watch's built line says them too
+    const w = Bun.spawn([process.execPath, MAIN, "validate", dir, "--watch", "--build-only"], { env: capped, stdout: "pipe", stderr: "pipe" });
+    let out = "";
+    for await (const chunk of w.stdout as unknown as AsyncIterable<Uint8Array>) {
+      out += new TextDecoder().decode(chunk);
+      if (out.includes("\n")) break;
+    }
+    w.kill("SIGINT");
+    await w.exited;
+    expect(out).toMatch(new RegExp(`BUILT {2}24 registers, ${frame}-byte stack frame, ${stores} bytes spill stores, ${loads} bytes spill loads \\(captured: `));
+  }, 90_000);
 
   test("--watch --build-only: a built line at start and at each save, a build error is a line and the watch goes on, Ctrl-C ends it (130)", async () => {
     const { dir, env } = demo();
@@ -100,6 +166,8 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     writeFileSync(src, original.replace("p->a * p->x.data[i]", "p->a * p->x.data[i] +* 2"));
     await until(2, "the broken save's line");
     expect(lines[1]).toMatchObject({ event: "build-error", trigger: "save", files: ["saxpy.cu"], code: "E_BUILD" });
+    // the watch rebuilds at each save: its hint says to save, not to run validate (nu9 #12)
+    expect(lines[1]!.hint).toBe("Fix the compile error in the edited source and save it: the watch rebuilds at each save.");
 
     writeFileSync(src, original.replace("p->a * p->x.data[i]", "__fmul_rn(p->a, p->x.data[i])"));
     await until(3, "the mended save's line");

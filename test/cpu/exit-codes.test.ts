@@ -33,6 +33,19 @@ async function packed(): Promise<{ root: string; dir: string; archive: string }>
 const canMountTmpfs = Bun.which("unshare") !== null && Bun.spawnSync(["unshare", "-rm", "bash", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"]).exitCode === 0;
 
 describe("exit codes when the output fails", () => {
+  test("an error on stderr names its code before its message, as --json's document and docs/errors.md do; the hint under it (nu9 #14)", () => {
+    const gone = join(tempDir(), "nowhere");
+    const r = sh(`kerncap inspect ${gone}`);
+    expect(r.code).toBe(2);
+    // the error line (`[kerncap]  ERROR  …` on a terminal, `[error] [kerncap] …` here)
+    expect(r.err).toMatch(new RegExp(`^.*(?:ERROR|\\[error\\]).* E_NOT_CAPTURE: no such capture folder: ${gone}\\n`, "m"));
+    const usage = sh(`kerncap inspect ${gone} --no-such-option`);
+    expect(usage.err).toMatch(/^.*(?:ERROR|\[error\]).* E_USAGE: unknown option --no-such-option/m);
+    // the document's message stays the message alone
+    const doc = JSON.parse(sh(`kerncap inspect ${gone} --json`).out);
+    expect(doc.error).toMatchObject({ code: "E_NOT_CAPTURE", message: `no such capture folder: ${gone}` });
+  });
+
   test("stdout closed (>&-): exit 2, said on stderr; stdout to /dev/null is fine", () => {
     const r = sh(`kerncap --version >&-`);
     expect(r.code, r.err).toBe(2);

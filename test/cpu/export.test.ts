@@ -506,6 +506,57 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(stray.code).toBe(1);
   });
 
+  test("a data file damaged after the export (one byte flipped, or cut short) is named before the GPU is asked for anything, exit 3; --no-verify skips the check (nu9 #8)", async () => {
+    const { cap, out, m } = await demo();
+    exportCapture(cap, out);
+    make(out);
+    expect(readFileSync(join(out, "capture.h"), "utf8")).toContain("static const struct kc_digest DATA_DIGESTS[]");
+    const intact = repro(out, appWrites(out, m));
+    expect(intact.code).toBe(0);
+    // a byte of the before state's first stored chunk (copied, never edited in place: the data may share the capture's blocks)
+    const before = join(out, "data", m.memory.before);
+    const bytes = readFileSync(before);
+    const at = m.regions.find((r) => r.before.extents.length)!.before.extents[0]![2] + 5;
+    bytes[at] = bytes[at]! ^ 0x10;
+    rmSync(before);
+    writeFileSync(before, bytes);
+    const flipped = repro(out, appWrites(out, m), { KC_FAKE_NO_DEVICE: "1" }); // no driver: the check comes first
+    expect(flipped.err).toContain(`error: data/${m.memory.before} is damaged: bytes `);
+    expect(flipped.err).toContain("differ from their checksum (kc64 ");
+    expect(flipped.err).not.toContain("cuInit");
+    expect(flipped.out).not.toContain("MISMATCH");
+    expect(flipped.code).toBe(3);
+    // unchecked, the program runs on (here: into the missing driver)
+    const unchecked = repro(out, appWrites(out, m), { KC_FAKE_NO_DEVICE: "1" }, ["--no-verify"]);
+    expect(unchecked.err).toContain("cuInit failed");
+    expect(unchecked.code).toBe(2);
+    // the parameters cut short: named with their sizes
+    const params = join(out, "data", m.params.file);
+    const p = readFileSync(params);
+    rmSync(params);
+    writeFileSync(params, p.subarray(0, p.length - 1));
+    writeFileSync(before, readFileSync(join(cap, m.memory.before)));
+    const cut = repro(out, appWrites(out, m));
+    expect(cut.err).toContain(`error: data/${m.params.file} is damaged: ${p.length - 1} bytes, the export recorded ${p.length} (truncated)`);
+    expect(cut.code).toBe(3);
+  });
+
+  test("./repro names an argument it does not take before its usage (nu9 #14)", async () => {
+    const { cap, out } = await demo();
+    exportCapture(cap, out);
+    make(out);
+    const bogus = repro(out, null, {}, ["--bogus"]);
+    expect(bogus.err).toMatch(/^error: --bogus: unknown option\nusage: /);
+    expect(bogus.code).toBe(2);
+    const novalue = sh(["./repro", "-m"], { cwd: out, env: { LD_LIBRARY_PATH: fakeDir } });
+    expect(novalue.err).toMatch(/^error: -m: the option needs a value\nusage: /);
+    expect(novalue.code).toBe(2);
+    const help = sh(["./repro", "--help"], { cwd: out, env: { LD_LIBRARY_PATH: fakeDir } });
+    expect(help.out).toContain("[--no-verify]");
+    expect(help.err).toBe("");
+    expect(help.code).toBe(0);
+  });
+
   test("no libcuda to link (a toolkit without its driver stub, no driver): make and cmake say what is missing and what to do", async () => {
     const { cap, out } = await demo();
     exportCapture(cap, out);

@@ -1,11 +1,16 @@
-/** `kerncap pack DIR [-o FILE] [--name NAME]`: one zip of a capture folder, sparse memory images kept sparse (src/format/archive.ts). Exit 0; 2 error; 130/143 interrupted (the temp removed). */
+/**
+ * `kerncap pack DIR [-o FILE] [--name NAME] [--dry-run]`: one zip of a capture folder, sparse memory
+ * images kept sparse (src/format/archive.ts); every file packed is listed (and in --json), with what
+ * is left out and why; --dry-run lists them and writes nothing. Exit 0; 2 error; 130/143 interrupted (the temp removed).
+ */
 import { defineCommand } from "citty";
 import { basename, relative, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
-import { packCapture } from "../../format/archive.ts";
+import { EDITOR_LEFT_OUT, packCapture } from "../../format/archive.ts";
 import { log } from "../../log.ts";
 import { escapeForTerminal } from "../../escape.ts";
-import { dirArg, jsonArg, printJson, verboseArg } from "../args.ts";
+import { dirArg, jsonArg, printJson, printText, verboseArg } from "../args.ts";
+import type { PackResult } from "../../format/archive.ts";
 import { formatBytes, leftOutLine, plural } from "../../util/format.ts";
 import { archiveProgress } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
@@ -27,6 +32,12 @@ export default defineCommand({
         "Leave the private facts out of the archive's kerncap.json (host name, command line, job environment, GPU UUID and PCI id, the project's absolute paths) and replace them in its README.md; it still unpacks, verifies and replays (docs/archives.md)",
       default: false,
     },
+    "dry-run": {
+      type: "boolean",
+      description:
+        "Write nothing: list every file the archive would hold (path, bytes) and what it leaves out and why (build/ …), after the checks of the folder's files and names",
+      default: false,
+    },
     ...jsonArg,
     ...verboseArg,
   },
@@ -34,27 +45,55 @@ export default defineCommand({
     if (args.out !== undefined && !String(args.out).trim())
       throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the archive to write, e.g. -o cap.zip." });
     const dir = resolve(String(args.dir));
-    const progress = archiveProgress(basename(dir), Boolean(args.json));
+    const dryRun = Boolean(args["dry-run"]);
+    const progress = archiveProgress(basename(dir), Boolean(args.json) || dryRun);
     const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, {
       force: Boolean(args.force),
       onProgress: progress.update,
+      dryRun,
       ...(args.name !== undefined ? { root: String(args.name) } : {}),
       redact: Boolean(args.redact),
     }).finally(progress.end);
-    if (r.leftOut.length) log.warn(leftOutLine(r.leftOut));
+    const temporaries = r.leftOut.filter((l) => l.why === EDITOR_LEFT_OUT).map((l) => l.path);
+    if (temporaries.length && !dryRun) log.warn(leftOutLine(temporaries));
     if (r.privateFields.length)
       log.warn(`the archive's kerncap.json holds this capture's ${r.privateFields.join(", ")}; kerncap pack --redact leaves them out`);
     for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
     if (args.json) printJson("pack", r);
-    else {
+    else if (dryRun) {
+      // the list is the answer: on stdout
+      printText(
+        `${contents(r, `would pack ${plural(r.files, "file")} of ${basename(dir)} into ${r.archive} (${formatBytes(r.bytes.files)}; --dry-run: nothing written)`)}\n`,
+      );
+    } else {
       log.success(`packed ${plural(r.files, "file")} of ${basename(dir)} into ${r.archive}`);
       log.info(
         `${formatBytes(r.bytes.archive)} archive for ${formatBytes(r.bytes.files)} of files (${formatBytes(r.bytes.data)} of data${r.sparseFiles ? `; ${r.sparseFiles} sparse, holes kept` : ""}) in ${r.seconds.toFixed(2)} s; unpack with: kerncap unpack ${shellPath(fromHere(r.archive))}`,
       );
+      log.info(contents(r, "what went in:", SHOWN_AFTER_PACK));
     }
     return 0;
   },
 });
+
+/** The files a pack lists after it packed (its --dry-run and --json list them all). */
+const SHOWN_AFTER_PACK = 40;
+
+/**
+ * The archive's contents in words: `head`, then each file (its bytes, its path; names escaped, one
+ * line each; the first `max`, then how many more), then each thing left out with why.
+ */
+export function contents(r: Pick<PackResult, "list" | "leftOut">, head: string, max = Infinity): string {
+  const shown = r.list.slice(0, max);
+  const w = Math.max(0, ...shown.map((f) => formatBytes(f.bytes).length));
+  const more = r.list.length - shown.length;
+  return [
+    head,
+    ...shown.map((f) => `  ${formatBytes(f.bytes).padStart(w)}  ${escapeForTerminal(f.path, { oneLine: true })}`),
+    ...(more > 0 ? [`  … ${plural(more, "file")} more (kerncap pack --dry-run, or --json, lists them all)`] : []),
+    ...r.leftOut.map((l) => `  left out: ${escapeForTerminal(l.path, { oneLine: true })} (${l.why})`),
+  ].join("\n");
+}
 
 /** `path` as the user would type it from the current folder: relative below it, absolute elsewhere. */
 function fromHere(path: string): string {

@@ -70,7 +70,7 @@ export const VALIDATE_ARGS = {
   "build-only": {
     type: "boolean",
     description:
-      "Rebuild only, no replay and no GPU: say whether the kernel compiles, with its registers and stack frame beside the captured module's (exit 0); with --watch, at each save",
+      "Rebuild only, no replay and no GPU: say whether the kernel compiles, with its registers, stack frame and spills beside the captured module's, and the nvcc that built it (exit 0); with --watch, at each save. A CUDA build.sh takes NVCC (another toolkit's nvcc) and EXTRA_FLAGS (more nvcc flags: -maxrregcount=24, -DX=1) from the environment",
     default: false,
   },
   trust: {
@@ -126,13 +126,14 @@ function refuseReplayOptions(rawArgs: string[]): void {
     });
 }
 
-/** --build-only's line: the kernel compiles, its registers and stack frame, the build's time and builder. */
+/** --build-only's lines: the kernel compiles, its registers, stack frame and spills beside the captured module's; the build's time and builder, the nvcc and toolkit that built it. */
 export function describeBuilt(r: BuildOnlyResult): string {
   const b = r.rebuild;
   const res = describeResources(b);
+  const by = [b.nvcc, b.toolkit !== null ? `CUDA ${b.toolkit}` : null].filter(Boolean).join(", ");
   return [
     `BUILT ${r.kernel}: the kernel compiles${res ? `: ${res}` : ""}`,
-    `  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}: ${b.module} (no replay: --build-only)`,
+    `  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}${by ? ` by ${by}` : ""}: ${b.module} (no replay: --build-only)`,
   ]
     .map(oneLine) // each line one line, whatever the manifest's names hold
     .join("\n");

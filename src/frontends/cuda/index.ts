@@ -13,6 +13,7 @@ import { builtCudaSources, remakeStaleSlice, sliceMetaOf } from "./slice.ts";
 import { foreignSlice, remakeSliceForConfinedBuild } from "./slice-confined.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
 import { cudaTune } from "./tune.ts";
+import { buildShNvcc } from "./nvcc.ts";
 
 /** What a CUDA C++ reproducer's src/ holds: the TU, its project headers (every spelling nvcc and the host compiler read), the slice. */
 export const CUDA_SOURCE_SUFFIXES = [
@@ -58,6 +59,7 @@ export const cudaFrontend: Frontend<CudaReproOptions> = {
   generatedProblem: foreignSlice,
   explainBuildFailure: rdcLinkError,
   checkRebuiltModule,
+  buildCompiler: buildShNvcc,
   fastBuild: prunedBuild as FastBuilder,
   tune: cudaTune,
   generatedSources: (m) => {

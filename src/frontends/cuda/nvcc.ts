@@ -4,6 +4,7 @@
  * the confined build.
  */
 import { existsSync } from "node:fs";
+import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
 import { KerncapError } from "../../errors.ts";
 import { type CudaFlags, flagArgv } from "./flags.ts";
 
@@ -12,6 +13,16 @@ export function findNvcc(): string {
   const p = [process.env.NVCC, "/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc", Bun.which("nvcc")].find((x): x is string => !!x && existsSync(x));
   if (!p) throw new KerncapError("E_NO_NVCC", "nvcc not found", { hint: "Install the CUDA toolkit or set NVCC to its nvcc." });
   return p;
+}
+
+/**
+ * The nvcc a CUDA capture's build.sh (templates/cuda/build.sh.hbs) runs in the capture folder
+ * `dir`: NVCC, else the first nvcc on the build's PATH (buildChildEnv's: no relative entry, none
+ * inside the capture), else /usr/local/cuda/bin/nvcc. What validate --build-only names (Frontend.buildCompiler).
+ */
+export function buildShNvcc(dir: string): string {
+  const env = buildChildEnv(reproducerBuildEnv({ force: false }), [dir]);
+  return env.NVCC || Bun.which("nvcc", { PATH: env.PATH ?? "" }) || "/usr/local/cuda/bin/nvcc";
 }
 
 /** `nvcc -M` of a TU with these flags, device pass for the arch (sm_90): make-style output on stdout. */

@@ -18,8 +18,9 @@
  *   5. time ITERS dispatches by the wall clock from the doorbell to the completion signal, each
  *      from the before state.
  *
- * Usage: ./repro [-m CODE_OBJECT] [-n ITERS] [-d EXPORT_DIR] [-g GPU_AGENT]   (files under EXPORT_DIR, default .)
- * Exit: 0 match, 1 mismatch, 2 error (an HSA error, a VA already taken, a missing file).
+ * Usage: ./repro [-m CODE_OBJECT] [-n ITERS] [-d EXPORT_DIR] [-g GPU_AGENT] [--no-verify]   (files under EXPORT_DIR, default .)
+ * --no-verify: skip the check of the data files' checksums (it reads every stored byte once).
+ * Exit: 0 match, 1 mismatch, 3 a data file damaged (its size or a checksum not the export's), 2 another error (an HSA error, a VA already taken, a missing file).
  *
  * The hsa_amd_vmem_* calls are looked up at run time (dlsym): ROCm 5.x headers and runtimes lack
  * them, and this program still builds there (and says, when run, that it needs ROCm 6.0).
@@ -216,16 +217,18 @@ static double now_us(void) {
 
 int main(int argc, char **argv) {
   const char *module_path = NULL;
-  int iters = 20, ordinal = CAPTURED_ORDINAL;
+  int iters = 20, verify = 1, ordinal = CAPTURED_ORDINAL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-m") && i + 1 < argc) module_path = argv[++i];
     else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = count_arg("-n", argv[++i]);
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) root_dir = argv[++i];
     else if (!strcmp(argv[i], "-g") && i + 1 < argc) ordinal = count_arg("-g", argv[++i]);
+    else if (!strcmp(argv[i], "--no-verify")) verify = 0;
     else {
-      /* asked-for help: the usage on stdout, exit 0; anything else is a usage error (exit 2) */
+      /* asked-for help: the usage on stdout, exit 0; anything else is a usage error (exit 2), the argument named */
       const int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
-      fprintf(help ? stdout : stderr, "usage: %s [-m CODE_OBJECT] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g GPU_AGENT (%d)]\n", argv[0], CAPTURED_ORDINAL);
+      if (!help) bad_argument(argv[i], "mndg");
+      fprintf(help ? stdout : stderr, "usage: %s [-m CODE_OBJECT] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g GPU_AGENT (%d)] [--no-verify]\n", argv[0], CAPTURED_ORDINAL);
       return help ? 0 : 2;
     }
   }
@@ -234,6 +237,8 @@ int main(int argc, char **argv) {
     const char *const data[] = {BEFORE_FILE, AFTER_FILE, PARAMS_FILE};
     check_data(data, 3);
   }
+  /* and each one as the export wrote it (its size and checksums): a file damaged in transit is named (exit 3), never replayed */
+  if (verify) verify_data();
   hsa_status_t r0 = hsa_init();
   if (r0 != HSA_STATUS_SUCCESS) {
     const char *s = "unknown error";

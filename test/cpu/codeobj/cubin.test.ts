@@ -1,12 +1,17 @@
 import { beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { KerncapError } from "../../../src/errors.ts";
 import {
   cubinArch,
   cubinGlobals,
   cubinKernelParams,
   cubinKernels,
+  cubinKernelSpills,
   cubinParamLayout,
   cubinTarget,
+  EIATTR_CUDA_API_VERSION,
   EIATTR_KPARAM_INFO,
   parseNvInfo,
 } from "../../../src/codeobj/cubin.ts";
@@ -161,4 +166,68 @@ describe.skipIf(!NVCC)(`cubin readers on nvcc output${NVCC ? "" : ` (${NO_NVCC_R
     expect(byName.const_init).toMatchObject({ size: 16, section: ".nv.constant3", offset: 64 });
     expect(byName.man_val).toMatchObject({ size: 32, section: ".nv.global", managed: true });
   });
+});
+
+/** Kernels for the spill figures: `spill` keeps 64 floats live (spills under -maxrregcount=24; 64-bit spills too on some archs), `local` indexes a local array at run time (a stack frame, no spill). */
+const SPILL_CU = `
+extern "C" __global__ void spill(float* o, const float* a, int n) {
+  float r[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) r[i] = a[threadIdx.x * 64 + i] * a[i];
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int i = 0; i < 64; i++) s += r[i] * r[(i * 7 + j) % 64];
+  o[threadIdx.x] = s;
+}
+extern "C" __global__ void local(float* o, const int* idx, int n) {
+  float r[64];
+  for (int i = 0; i < 64; i++) r[i] = o[i] * 2;
+  double d[8];
+  for (int i = 0; i < 8; i++) d[i] = o[i + 64];
+  o[threadIdx.x] = r[idx[threadIdx.x]] + d[idx[n] & 7];
+}
+`;
+
+describe.skipIf(!NVCC)(`cubinKernelSpills against ptxas -v${NVCC ? "" : ` (${NO_NVCC_REASON})`}`, () => {
+  test("the spill stores and loads read from the cubin are ptxas -v's bytes, on every architecture; a local array is no spill; no stack frame, no spill (nu9 #6)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kerncap-spill-"));
+    try {
+      writeFileSync(join(dir, "k.cu"), SPILL_CU);
+      const runs = ["sm_75", "sm_80", "sm_90", "sm_120"].flatMap((arch) =>
+        [["-maxrregcount=24"], []].map(async (flags) => {
+          const out = `${arch}${flags.length ? "-capped" : ""}.cubin`;
+          const p = Bun.spawn([NVCC!, "-cubin", `-arch=${arch}`, ...flags, "-Xptxas", "-v", "-o", out, "k.cu"], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+          const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+          if (code !== 0) throw new Error(err);
+          return { arch, capped: flags.length > 0, err, cubin: new Uint8Array(readFileSync(join(dir, out))) };
+        }),
+      );
+      let spilled = 0;
+      for (const { arch, capped, err, cubin } of await Promise.all(runs)) {
+        for (const kernel of ["spill", "local"]) {
+          // ptxas -v: "Function properties for K\n    F bytes stack frame, S bytes spill stores, L bytes spill loads"
+          const m = new RegExp(`Function properties for ${kernel}\\n\\s+(\\d+) bytes stack frame, (\\d+) bytes spill stores, (\\d+) bytes spill loads`).exec(
+            err,
+          );
+          expect(m, `${arch} ${kernel}: ${err}`).not.toBeNull();
+          const want = { stores: Number(m![2]), loads: Number(m![3]) };
+          expect([arch, capped, kernel, cubinKernelSpills(cubin, kernel)]).toEqual([arch, capped, kernel, want]);
+          if (kernel === "local") expect(Number(m![1])).toBeGreaterThan(0); // a frame without a spill
+          if (kernel === "spill" && capped && want.stores > 0 && want.loads > 0) spilled++;
+        }
+      }
+      expect(spilled).toBe(4); // the capped build of `spill` spills on every architecture: the count is not a trivial 0
+      // a stack frame and no annotation in a cubin of a toolchain before nvcc 13 (its API version below 130): unknown, not 0
+      const old = (await runs[5]!).cubin.slice(); // sm_90, uncapped
+      const version = parseNvInfo(parseElf(old).sectionBytes(parseElf(old).section(".nv.info.local")!)).find((a) => a.attr === EIATTR_CUDA_API_VERSION)!;
+      expect(version.payload[0]).toBe(130);
+      version.payload[0] = 120;
+      expect(cubinKernelSpills(old, "local")).toBeUndefined();
+      expect(cubinKernelSpills(old, "spill")).toEqual({ stores: 0, loads: 0 }); // no frame: no spill whatever the toolchain
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
