@@ -39,7 +39,17 @@
  * E_INTERRUPTED exits 130/143. Temps of kerncap processes that are gone (kill -9) next to the
  * target are removed by the next pack/unpack of it (src/leftovers.ts).
  */
-export { assertOutputPath, BUILD_DIR, EDITOR_LEFT_OUT, escapedName, PACK_INDEX, PACK_SCHEMA, safeEntryPath, SPARSE_SUFFIX, unportableName } from "./archive-common.ts";
+export {
+  assertOutputPath,
+  BUILD_DIR,
+  EDITOR_LEFT_OUT,
+  escapedName,
+  PACK_INDEX,
+  PACK_SCHEMA,
+  safeEntryPath,
+  SPARSE_SUFFIX,
+  unportableName,
+} from "./archive-common.ts";
 export type { ArchiveProgress, PackedFile, PackIndex, PackResult, UnpackResult } from "./archive-common.ts";
 export { packCapture, portabilityWarnings } from "./pack.ts";
 export { beginsAsPackArchive, isPackArchive, readPackIndex, unpackArchive, unpackedMode } from "./unpack.ts";

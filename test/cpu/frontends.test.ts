@@ -117,6 +117,7 @@ const MAY_NAME_A_FRONTEND: Record<string, { why: string; lines?: RegExp }> = {
   "export/export.ts": { why: EXPORT_WHY },
   "export/project-names.ts": { why: EXPORT_WHY },
   "export/plan.ts": { why: EXPORT_WHY },
+  "export/readme.ts": { why: EXPORT_WHY, lines: /triton: Boolean\(t\)/ },
   "cli/commands/export.ts": { why: EXPORT_WHY, lines: /r\.triton|commands\.triton/ },
   "format/documents.ts": { why: EXPORT_WHY, lines: /^\s*(commands: v\.object\(\{ build|triton: v\.nullable)/ },
 };
