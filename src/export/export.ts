@@ -174,26 +174,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   const tmp = t.at;
   try {
     markTemp(tmp);
-    const data = copyData(capDir, m, join(tmp, "data"));
-    const ptxFile = amd ? null : writePtx(m, image, plan, tmp);
-    // an offload bundle's code object for the captured architecture, beside the data (ROCr loads ELF code objects only)
-    if (hsa?.unbundled) writeFileSync(join(tmp, "kernel.hsaco"), hsa.unbundled);
-    const module = hsa?.unbundled ? "kernel.hsaco" : `data/${m.module.file}`;
-    const files: ExportFiles = {
-      module,
-      ptx: ptxFile ?? "",
-      params: `data/${m.params.file}`,
-      before: `data/${m.memory.before}`,
-      after: `data/${m.memory.after}`,
-    };
-    // the data files' checksums, which the program checks before it runs (./digests.ts)
-    const whole = [
-      { path: files.params, bytes: params },
-      { path: `data/${m.module.file}`, bytes: image },
-      ...(hsa?.unbundled ? [{ path: module, bytes: hsa.unbundled }] : []),
-      ...(ptxFile && ptxFile !== `data/${m.module.file}` ? [{ path: ptxFile, bytes: new Uint8Array(readFileSync(join(tmp, ptxFile))) }] : []),
-    ];
-    writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files, digestTables(dataDigests(m, { before: files.before, after: files.after }, whole))));
+    const { data, ptxFile, files } = writeData(capDir, m, tmp, { params, image, plan, hsa });
     const editable = copyProject(capDir, m, tmp, project.entries);
     for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
@@ -245,6 +226,45 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   } finally {
     t.dispose();
   }
+}
+
+/**
+ * The export's data and the program's header, written into `tmp`: data/ (the capture's files,
+ * copyData), the module's PTX (writePtx; none for an AMD capture), an offload bundle's code object
+ * for the captured architecture (kernel.hsaco: ROCr loads ELF code objects only), and capture.h
+ * with the tables of `plan` and the checksums of the data files, which the program checks before
+ * it runs (./digests.ts).
+ * @returns the data files and how each was shared, the PTX file (relative to tmp; null: none), the files the program reads
+ * @throws KerncapError E_IO
+ */
+function writeData(
+  capDir: string,
+  m: Manifest,
+  tmp: string,
+  x: { params: Uint8Array; image: Uint8Array; plan: ExportPlan; hsa: { unbundled: Uint8Array | null } | null },
+): { data: ExportResult["data"]; ptxFile: string | null; files: ExportFiles } {
+  const { params, image, plan, hsa } = x;
+  const data = copyData(capDir, m, join(tmp, "data"));
+  const ptxFile = m.device.vendor === "amd" ? null : writePtx(m, image, plan, tmp);
+  // an offload bundle's code object for the captured architecture, beside the data (ROCr loads ELF code objects only)
+  if (hsa?.unbundled) writeFileSync(join(tmp, "kernel.hsaco"), hsa.unbundled);
+  const module = hsa?.unbundled ? "kernel.hsaco" : `data/${m.module.file}`;
+  const files: ExportFiles = {
+    module,
+    ptx: ptxFile ?? "",
+    params: `data/${m.params.file}`,
+    before: `data/${m.memory.before}`,
+    after: `data/${m.memory.after}`,
+  };
+  // the data files' checksums, which the program checks before it runs (./digests.ts)
+  const whole = [
+    { path: files.params, bytes: params },
+    { path: `data/${m.module.file}`, bytes: image },
+    ...(hsa?.unbundled ? [{ path: module, bytes: hsa.unbundled }] : []),
+    ...(ptxFile && ptxFile !== `data/${m.module.file}` ? [{ path: ptxFile, bytes: new Uint8Array(readFileSync(join(tmp, ptxFile))) }] : []),
+  ];
+  writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files, digestTables(dataDigests(m, { before: files.before, after: files.after }, whole))));
+  return { data, ptxFile, files };
 }
 
 /**

@@ -69,6 +69,7 @@ export function jsonDocument(name: DocumentName, doc: object): Record<string, un
 }
 
 import { Compare, N, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
+import { BuildSteps, CapturedFigures, Figures, Rebuild } from "./document-rebuild.ts";
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
 
 const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
@@ -134,48 +135,6 @@ const DoctorCheck = v.object({
   fix: v.optional(v.string()),
 });
 
-/** valibot schema of each verb's document (and of the error document). */
-/**
- * A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), the preprocessing
- * until the compiled TU was there (incremental: only what follows the edit, src/frontends/cuda/incremental-pp.ts),
- * the pruning, cicc and ptxas; the whole TU's gcc -E (always run: beside an incremental one, it verifies it).
- */
-const BuildSteps = v.object({
-  planMs: v.number(),
-  preprocessMs: v.number(),
-  pruneMs: v.number(),
-  compileMs: v.number(),
-  /** The wait before the compile for the burst of file events to be quiet (the watch's; src/rebuild/watch.ts). */
-  quietWaitMs: v.optional(v.number()),
-  incremental: v.optional(v.boolean()),
-  fullPreprocessMs: v.optional(v.number()),
-});
-
-/** A module's figures for the kernel (src/rebuild/resources.ts ModuleFigures; null: the module does not say); spills and toolkit added to validate-build/1 and validate-watch/1 compatibly (optional). */
-const Figures = {
-  registers: v.optional(v.nullable(v.number())),
-  stackFrameBytes: v.optional(v.nullable(v.number())),
-  spillStoreBytes: v.optional(v.nullable(v.number())),
-  spillLoadBytes: v.optional(v.nullable(v.number())),
-  toolkit: v.optional(v.nullable(v.string())),
-};
-const CapturedFigures = v.object({ ...Figures, registers: v.nullable(v.number()), stackFrameBytes: v.nullable(v.number()) });
-
-/** A rebuild as validate reports it (validate's and validate --build-only's `rebuild`). */
-const Rebuild = v.object({
-  module: v.string(),
-  seconds: v.number(),
-  builder: v.optional(v.picklist(["build.sh", "pruned"])),
-  steps: v.optional(BuildSteps),
-  /** A confined build's sandbox (--confine only; src/frontends/sandbox.ts): the namespace tree (with Landlock where the kernel has it), Landlock alone, or the source scan and dependency list alone. */
-  confinement: v.optional(v.picklist(["namespace", "landlock", "scan"])),
-  /** The rebuilt kernel's Figures, and the captured module's. */
-  ...Figures,
-  captured: v.optional(CapturedFigures),
-  /** validate --build-only of a CUDA capture: the nvcc build.sh runs (NVCC, else the first on PATH, else /usr/local/cuda/bin/nvcc). */
-  nvcc: v.optional(v.nullable(v.string())),
-});
-
 /** A capture's judging settings as a document shows them (kerncap judge, export's judging). */
 const JudgingSettings = v.object({
   atol: v.optional(N),
@@ -188,6 +147,7 @@ const JudgingSettings = v.object({
   nondeterministic: v.optional(v.boolean()),
 });
 
+/** valibot schema of each verb's document (and of the error document). */
 export const DOCUMENTS = {
   list: v.object({
     ...id("list"),

@@ -40,7 +40,7 @@ import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { assertRegularTree, MANIFEST_MAX_BYTES, mkdirInCapture, readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
+import { assertRegularTree, mkdirInCapture, resolveInCapture } from "../format/paths.ts";
 import { writeFileAtomic } from "../util/write-file.ts";
 import { isKerncapError, passes } from "../errors.ts";
 import { log } from "../log.ts";
@@ -48,64 +48,24 @@ import { TOOL_VERSION } from "../version.ts";
 import { assertRebuildWritable, buildReproducer, BuildSuperseded, FastBuildUnavailable, type BuildOptions } from "../frontends/build.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
 import type { FastBuilder, FastBuildOptions, FastBuildSeries, FastBuilt, FastBuildSteps, Frontend } from "../frontends/frontend.ts";
+import {
+  averaged,
+  CHECK_FILE,
+  chooseStrategy,
+  PRUNED_DIR,
+  readPrunedCheck,
+  WATCH_MARGIN,
+  WATCH_MIN_SAVES,
+  writePrunedCheck,
+  type BuildCosts,
+  type PrunedCheck,
+  type PrunedCheckFields,
+  type Strategy,
+} from "./pruned-check.ts";
 
-/** validate's work folder for the fast build, under the capture folder. */
-export const PRUNED_DIR = "build/pruned";
-const CHECK_FILE = "check.json";
-
-/** DIR/build/pruned/check.json: the outcome of the side-by-side build. */
-export interface PrunedCheck {
-  schema: "kerncap.pruned-check/1";
-  /** The kerncap that made it (another version prunes differently: checked again). */
-  kerncap: string;
-  /** The kernel (mangled) whose machine code was compared. */
-  kernel: string;
-  /** The plan hash of the compile it holds for (FastBuilt.plan). */
-  plan: string;
-  /** The fast build gave the kernel build.sh's machine code (and has not failed where build.sh built since). */
-  same: boolean;
-  /** Why not, when not. */
-  reason: string | null;
-  /** When it was made (ISO 8601), and the two build times then (s). */
-  at: string;
-  buildShSeconds: number;
-  prunedSeconds: number | null;
-  /** The measured cost of each build on this machine (s): the check's times, then each later build's averaged in (BuildCosts); absent in a record of an older kerncap (the check's times are used). */
-  costs?: BuildCosts;
-}
-
-/** What each build costs on one machine (s, wall time of a build of an edit), and the CPU count it was measured with. */
-export interface BuildCosts {
-  cpus: number;
-  buildSh: number;
-  pruned: number;
-}
-
-/**
- * How validate rebuilds once the check found the fast build's machine code build.sh's: both
- * side by side, the first that builds replayed (race); or one alone, the cheaper by its measured cost.
- */
-export type Strategy = "race" | "pruned" | "build.sh";
-
-/** The fewest CPUs on which build.sh and the fast build run side by side without slowing each other (each is a gcc -E, cicc and ptxas, and the fast build verifies its incremental preprocessing with a second gcc -E). */
-export const RACE_MIN_CPUS = 4;
-
-/**
- * The strategy for a machine of `cpus` CPUs from the measured costs: the race where there are
- * the cores for it (the first to build wins: never later than the cheaper); else the cheaper
- * build alone (build.sh when the costs are equal).
- */
-export function chooseStrategy(costs: BuildCosts, cpus: number): Strategy {
-  if (cpus >= RACE_MIN_CPUS) return "race";
-  return costs.pruned < costs.buildSh ? "pruned" : "build.sh";
-}
-
-/** The watch leaves the fast build for build.sh once its saves (at least WATCH_MIN_SAVES of them) cost more than WATCH_MARGIN × build.sh's: a measure, not a single slow save. */
-export const WATCH_MIN_SAVES = 2;
-export const WATCH_MARGIN = 1.2;
-
-/** A cost averaged with a new measure (the last builds weigh most: an incremental preprocessing, a warm cache, change the cost). */
-const averaged = (old: number, now: number) => (old + now) / 2;
+/** The record of the check and the choice by measured cost: ./pruned-check.ts (imported from here by the tests and the callers). */
+export { chooseStrategy, PRUNED_DIR, RACE_MIN_CPUS, readPrunedCheck, WATCH_MARGIN, WATCH_MIN_SAVES } from "./pruned-check.ts";
+export type { BuildCosts, PrunedCheck, Strategy } from "./pruned-check.ts";
 
 /** build.sh, or the frontend's fast build (CUDA: the device-only build of the pruned TU). */
 export type Builder = "build.sh" | "pruned";
@@ -130,15 +90,6 @@ export function rebuiltRun(
   module: string | Promise<string>,
 ): { modulePath: string | Promise<string>; kernelName: string; launchOf: (p: string) => ReturnType<NonNullable<Frontend["rebuiltLaunch"]>> } {
   return { modulePath: module, kernelName: m.kernel.name, launchOf: (p) => fe.rebuiltLaunch?.(p, m) };
-}
-
-export function readPrunedCheck(dir: string): PrunedCheck | undefined {
-  try {
-    const c = JSON.parse(readInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, MANIFEST_MAX_BYTES)?.toString("utf8") ?? "null");
-    return c?.schema === "kerncap.pruned-check/1" ? c : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 const roundSteps = (x: FastBuildSteps): FastBuildSteps => Object.fromEntries(Object.entries(x).map(([k, v]) => [k, typeof v === "number" ? Math.round(v) : v]));
@@ -373,9 +324,8 @@ export class Rebuilder {
 
   // ───────────────────────────── validate: one rebuild per process ─────────────────────────────
 
-  private writeCheck(c: Omit<PrunedCheck, "schema" | "kerncap" | "at"> & { schema?: string; kerncap?: string; at?: string }): void {
-    const doc: PrunedCheck = { ...c, schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: c.at ?? new Date().toISOString() };
-    writeInCapture(this.dir, `${PRUNED_DIR}/${CHECK_FILE}`, JSON.stringify(doc, null, 2) + "\n");
+  private writeCheck(c: PrunedCheckFields): void {
+    writePrunedCheck(this.dir, c);
   }
 
   /**

@@ -4,7 +4,7 @@
  *
  * `EXTRA_FLAGS=--dryrun build.sh` makes nvcc print the commands it would run (nvcc --dryrun: a
  * shell script of `#$ ` lines: environment settings, then gcc -E with the device-side defines,
- * cicc, ptxas for `-cubin -arch=sm_XX`). A fast build runs those commands itself, with the
+ * cicc, ptxas for `-cubin -arch=sm_XX`; the plan: ./fast-plan.ts). A fast build runs those commands itself, with the
  * preprocessed TU (the file cicc reads) pruned to the declarations the kernel's code needs
  * (src/frontends/cuda/prune/) in between. The plan is made again at every build (a few tens of ms), so
  * whatever build.sh decides at that moment (the slice or the whole TU, EXTRA_FLAGS, NVCC) is what
@@ -28,94 +28,12 @@ import type { PruneResult } from "./prune/policy.ts";
 import type { FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { pragmaOnceKnown, rememberPragmaOnce } from "./pragma-once.ts";
+import { planFor, planHash, SCRATCH, type FastPlan } from "./fast-plan.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";
 
-/** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
-export interface FastPlan {
-  /** Shell lines that set nvcc's environment (CICC_PATH, PATH, …), run before each step. */
-  env: string[];
-  /** gcc -E …, writing `fullTU`. */
-  preprocess: string;
-  /** cicc … reading `prunedTU`, then ptxas … writing `cubin`. */
-  compile: string;
-  fullTU: string;
-  prunedTU: string;
-  cubin: string;
-  /** The source nvcc was given (build.sh's choice: the slice or the whole TU). */
-  source: string;
-}
-
-/** Split one `#$ ` line of nvcc --dryrun into words (double quotes grouped, as sh would). */
-function shellWords(line: string): string[] {
-  const out: string[] = [];
-  const re = /"((?:\\.|[^"\\])*)"|(\S+)/g;
-  for (let m = re.exec(line); m; m = re.exec(line)) out.push(m[1] ?? m[2]!);
-  return out;
-}
-
-/**
- * Make the plan from nvcc's --dryrun output (the `#$ ` lines of build.sh's stderr).
- * @param dryrun build.sh's stderr under EXTRA_FLAGS=--dryrun
- * @param dryCubin the output path build.sh was given (replaced by `work`/kernel.cubin)
- * @param work the folder the fast build writes in
- * @returns the plan, or why there is none (not exactly gcc -E, cicc, ptxas)
- */
-export function parseDryrun(dryrun: string, dryCubin: string, work: string): FastPlan | { reason: string } {
-  const lines = dryrun
-    .split("\n")
-    .filter((l) => l.startsWith("#$ "))
-    .map((l) => l.slice(3).trim());
-  const env: string[] = [];
-  const cmds: string[] = [];
-  for (const l of lines) {
-    const a = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(l);
-    if (a) {
-      // nvcc's variables; the quoted ones (INCLUDES="-I…" "…") only describe what the commands already spell out
-      // nvcc's LD_LIBRARY_PATH ends in an empty entry (`<cuda>/lib:`: the working folder, the capture
-      // folder here) and its PATH may: only absolute entries are kept (docs/security.md)
-      const value = /^(LD_LIBRARY_PATH|PATH)$/.test(a[1]!)
-        ? a[2]!
-            .trim()
-            .split(":")
-            .filter((e) => e.startsWith("/"))
-            .join(":")
-        : a[2]!.trim();
-      if (!value.includes('"')) env.push(`${a[1]}='${value.replace(/'/g, "'\\''")}'`);
-    } else if (l) cmds.push(l);
-  }
-  if (!cmds.length) return { reason: "build.sh's nvcc printed no steps under --dryrun (build.sh does not pass EXTRA_FLAGS to nvcc?)" };
-  if (cmds.length !== 3)
-    return { reason: `nvcc runs ${cmds.length} steps, not gcc -E, cicc, ptxas (${cmds.map((c) => shellWords(c)[0]?.split("/").pop()).join(", ")})` };
-  const [pp, cicc, ptxas] = cmds as [string, string, string];
-  const ppw = shellWords(pp),
-    cw = shellWords(cicc),
-    pw = shellWords(ptxas);
-  if (!ppw.includes("-E")) return { reason: "nvcc's first step is not the preprocessor (gcc -E)" };
-  if (!/cicc$/.test(cw[0] ?? "")) return { reason: "nvcc's second step is not cicc" };
-  if (!/ptxas$/.test(pw[0] ?? "")) return { reason: "nvcc's third step is not ptxas" };
-  const ppOut = ppw[ppw.indexOf("-o") + 1];
-  if (!ppOut || !cicc.includes(ppOut)) return { reason: "cicc does not read what the preprocessor writes" };
-  const source = ppw[ppw.indexOf("-o") - 1] ?? "";
-  const fullTU = join(work, "full.cpp1.ii");
-  const prunedTU = join(work, "pruned.cpp1.ii");
-  const cubin = join(work, "kernel.cubin");
-  // nvcc's temporary files (…/tmpxft_<pid>_<n>-<k>_<name>) go to the work folder
-  const temps = new Map<string, string>();
-  // nvcc --threads sends a step's output to temporary files (`> …_stdout 2>…_stderr`): not here
-  const unredirect = (s: string) => s.replace(/\s+>\s*"?\/[^\s"]*tmpxft_[^\s"]*"?\s+2>\s*"?\/[^\s"]*tmpxft_[^\s"]*"?\s*$/, "");
-  const retemp = (s: string) =>
-    unredirect(s).replace(/(?:\/[^\s"]*\/)?tmpxft_[0-9a-f]+_[0-9a-f]+-([^\s"]+)/g, (whole, rest: string) => {
-      if (!temps.has(whole)) temps.set(whole, join(work, `nv-${rest}`));
-      return temps.get(whole)!;
-    });
-  const quoted = (p: string) => `"${p.replace(/(["\\$`])/g, "\\$1")}"`;
-  const preprocess = retemp(pp.split(`"${ppOut}"`).join(quoted(fullTU)).split(ppOut).join(quoted(fullTU)));
-  const cc = retemp(cicc.split(`"${ppOut}"`).join(quoted(prunedTU)).split(ppOut).join(quoted(prunedTU)));
-  const px = retemp(ptxas.split(`"${dryCubin}"`).join(quoted(cubin)).split(dryCubin).join(quoted(cubin)));
-  if (!px.includes(cubin)) return { reason: "ptxas does not write build.sh's output" };
-  return { env, preprocess, compile: `${cc} && ${px}`, fullTU, prunedTU, cubin, source };
-}
+/** The plan of a fast build: ./fast-plan.ts (imported from here by the tests). */
+export { parseDryrun, planHash, type FastPlan } from "./fast-plan.ts";
 
 export interface FastBuilt extends FastBuiltBase {
   module: string;
@@ -249,54 +167,6 @@ const BASE_SOURCES = "base-sources.json";
 /** Which headers of the TU have `#pragma once` (by path, size, mtime: ./incremental-pp.ts pragmaOnceKnown), for the next process's incremental preprocessing. */
 const ONCE_FILE = "pragma-once.json";
 
-/** The plans of the work folders (one per watch, one per capture for validate), with the key they were made for. */
-const plans = new Map<string, FastPlan & { key: string }>();
-
-/** The plan file of a work folder: the plan of the last build there, for the next process (validate runs one per edit). */
-const PLAN_FILE = "plan.json";
-/** Files of build/ kerncap remakes when lost: written through no link (src/util/write-file.ts), without an fsync. */
-// root: the capture folder, when the work folder is inside it (writeFileAtomic walks from it with no link followed)
-const SCRATCH = { sync: false } as const;
-
-function readPlan(work: string): (FastPlan & { key: string }) | undefined {
-  try {
-    const p = JSON.parse(readFileSync(join(work, PLAN_FILE), "utf8"));
-    return typeof p?.key === "string" && typeof p?.preprocess === "string" && typeof p?.compile === "string" && Array.isArray(p?.env) ? p : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * sha256 (hex) of a plan's commands (environment lines, gcc -E, cicc + ptxas, with the work
- * folder's paths): a check of the pruned build against build.sh's holds for exactly these.
- */
-export function planHash(p: FastPlan): string {
-  return new Bun.CryptoHasher("sha256").update(JSON.stringify([p.env, p.preprocess, p.compile])).digest("hex");
-}
-
-/**
- * What build.sh's choice of command depends on: build.sh itself, the files its `tu=`/`slice=`
- * lines name (the slice is compiled only while it matches the TU copy's hash), its
- * slice-failed record, NVCC and EXTRA_FLAGS. Sizes and mtimes (ns), so a save changes the key of
- * the TU copy it touches; a header's save does not change it (the plan stays).
- */
-function planKey(dir: string, env: Record<string, string | undefined>): string {
-  const script = join(dir, "build.sh");
-  const text = readFileSync(script, "utf8");
-  const files = [script, join(dir, "build", "slice-failed.sha256")];
-  for (const m of text.matchAll(/^(?:tu|slice)="\$here\/(.*)"$/gm)) files.push(join(dir, m[1]!));
-  const st = (f: string) => {
-    try {
-      const s = statSync(f, { bigint: true });
-      return `${s.size}:${s.mtimeNs}`;
-    } catch {
-      return "-";
-    }
-  };
-  return [...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
-}
-
 /** One step in its own process group (a stop signal: E_INTERRUPTED, not a reason to run build.sh). */
 const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) =>
   runBuildCommand(["bash", "-c", script], cwd, env, signal);
@@ -326,34 +196,6 @@ function readSources(srcArg: string): Map<string, string> {
 
 /** nvcc's gcc -E with -dD (every #define and #undef in place: the macro table the next incremental preprocessing starts from). */
 const withMacros = (preprocess: string) => preprocess.replace(/ -E /, " -E -dD ");
-
-/**
- * The plan of the work folder's fast build: the last one (this process's, else plan.json) while
- * its key holds, else made again from build.sh under --dryrun and saved.
- * @throws FastBuildUnavailable when build.sh --dryrun fails, links -rdc code, or its steps have no plan
- */
-async function planFor(dir: string, work: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<FastPlan & { key: string }> {
-  const key = planKey(dir, env);
-  let plan = plans.get(work) ?? readPlan(work);
-  if (!plan || plan.key !== key) {
-    const dryCubin = join(work, "dryrun.cubin");
-    const { err: dryErr, code: dryCode } = await runBuildCommand(
-      ["bash", join(dir, "build.sh"), dryCubin],
-      dir,
-      { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() },
-      signal,
-    );
-    if (signal?.aborted) throw new BuildSuperseded();
-    if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
-    if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");
-    const p = parseDryrun(dryErr, dryCubin, work);
-    if ("reason" in p) throw new FastBuildUnavailable(p.reason);
-    plan = { ...p, key };
-    writeFileAtomic(join(work, PLAN_FILE), JSON.stringify(plan), { ...SCRATCH, root: dir });
-  }
-  plans.set(work, plan);
-  return plan;
-}
 
 /**
  * Plan (build.sh under --dryrun) and run a fast build of the reproducer in `dir`.

@@ -1,0 +1,87 @@
+/**
+ * validate's record of the side-by-side check of the fast build against build.sh's
+ * (DIR/build/pruned/check.json: PrunedCheck, read and written here) and the choice of a builder by
+ * measured cost: validate's strategy (chooseStrategy: the race where the machine has the cores for
+ * it, else the cheaper build alone), the watch's margin before it leaves the fast build, and the
+ * averaging of a cost with each new build's. The policy that uses them: ./rebuilder.ts.
+ */
+import { MANIFEST_MAX_BYTES, readInCapture, writeInCapture } from "../format/paths.ts";
+import { TOOL_VERSION } from "../version.ts";
+
+/** validate's work folder for the fast build, under the capture folder. */
+export const PRUNED_DIR = "build/pruned";
+/** The record's file in PRUNED_DIR. */
+export const CHECK_FILE = "check.json";
+
+/** DIR/build/pruned/check.json: the outcome of the side-by-side build. */
+export interface PrunedCheck {
+  schema: "kerncap.pruned-check/1";
+  /** The kerncap that made it (another version prunes differently: checked again). */
+  kerncap: string;
+  /** The kernel (mangled) whose machine code was compared. */
+  kernel: string;
+  /** The plan hash of the compile it holds for (FastBuilt.plan). */
+  plan: string;
+  /** The fast build gave the kernel build.sh's machine code (and has not failed where build.sh built since). */
+  same: boolean;
+  /** Why not, when not. */
+  reason: string | null;
+  /** When it was made (ISO 8601), and the two build times then (s). */
+  at: string;
+  buildShSeconds: number;
+  prunedSeconds: number | null;
+  /** The measured cost of each build on this machine (s): the check's times, then each later build's averaged in (BuildCosts); absent in a record of an older kerncap (the check's times are used). */
+  costs?: BuildCosts;
+}
+
+/** What each build costs on one machine (s, wall time of a build of an edit), and the CPU count it was measured with. */
+export interface BuildCosts {
+  cpus: number;
+  buildSh: number;
+  pruned: number;
+}
+
+/**
+ * How validate rebuilds once the check found the fast build's machine code build.sh's: both
+ * side by side, the first that builds replayed (race); or one alone, the cheaper by its measured cost.
+ */
+export type Strategy = "race" | "pruned" | "build.sh";
+
+/** The fewest CPUs on which build.sh and the fast build run side by side without slowing each other (each is a gcc -E, cicc and ptxas, and the fast build verifies its incremental preprocessing with a second gcc -E). */
+export const RACE_MIN_CPUS = 4;
+
+/**
+ * The strategy for a machine of `cpus` CPUs from the measured costs: the race where there are
+ * the cores for it (the first to build wins: never later than the cheaper); else the cheaper
+ * build alone (build.sh when the costs are equal).
+ */
+export function chooseStrategy(costs: BuildCosts, cpus: number): Strategy {
+  if (cpus >= RACE_MIN_CPUS) return "race";
+  return costs.pruned < costs.buildSh ? "pruned" : "build.sh";
+}
+
+/** The watch leaves the fast build for build.sh once its saves (at least WATCH_MIN_SAVES of them) cost more than WATCH_MARGIN × build.sh's: a measure, not a single slow save. */
+export const WATCH_MIN_SAVES = 2;
+export const WATCH_MARGIN = 1.2;
+
+/** A cost averaged with a new measure (the last builds weigh most: an incremental preprocessing, a warm cache, change the cost). */
+export const averaged = (old: number, now: number) => (old + now) / 2;
+
+/** DIR/build/pruned/check.json as written by this or another kerncap; undefined when absent, unreadable or of another schema. */
+export function readPrunedCheck(dir: string): PrunedCheck | undefined {
+  try {
+    const c = JSON.parse(readInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, MANIFEST_MAX_BYTES)?.toString("utf8") ?? "null");
+    return c?.schema === "kerncap.pruned-check/1" ? c : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A record's own fields: what writePrunedCheck is given (schema and kerncap are this one's; at: now unless given). */
+export type PrunedCheckFields = Omit<PrunedCheck, "schema" | "kerncap" | "at"> & { schema?: string; kerncap?: string; at?: string };
+
+/** Write DIR/build/pruned/check.json (PRUNED_DIR must exist), stamped with this kerncap's version. @throws KerncapError E_UNSAFE_PATH, E_IO */
+export function writePrunedCheck(dir: string, c: PrunedCheckFields): void {
+  const doc: PrunedCheck = { ...c, schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: c.at ?? new Date().toISOString() };
+  writeInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, JSON.stringify(doc, null, 2) + "\n");
+}
