@@ -21,6 +21,7 @@
  * project, which the docs say), the tool's version. The manifest has no checksum of its own (files[] lists the other
  * files), so the redacted manifest verifies as the original did.
  */
+import { escapeForTerminal } from "../escape.ts";
 import { MANIFEST_FILE } from "./manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture } from "./paths.ts";
 
@@ -143,8 +144,21 @@ function projectRootOf(source: unknown): string | undefined {
 /** `text` with every private string of `removed` (redactManifest's, longest first) replaced by its redacted form. */
 export function redactText(text: string, removed: readonly Replacement[]): string {
   let out = text;
-  for (const [from, to] of removed) out = out.split(from).join(to);
+  for (const [from, to] of removed) for (const form of writtenForms(from)) out = out.split(form).join(to);
   return out;
+}
+
+/**
+ * The ways a README or a warning may have written `s`: as it is, and as the templates' escapes
+ * write it (src/frontends/templates.ts TEMPLATE_ESCAPES: a one-line escape, \n and \t for a newline
+ * and a tab; Markdown text's backslashes; a JSON or Python string's inside): a command line with a
+ * newline (python -c "…") is quoted escaped, and the joined string alone no longer matches.
+ */
+function writtenForms(s: string): string[] {
+  const oneLine = escapeForTerminal(s, { oneLine: true });
+  const md = oneLine.replace(/([\\`*_{}\[\]#|<>~])/g, "\\$1");
+  const json = JSON.stringify(s).slice(1, -1);
+  return [...new Set([s, oneLine, md, json])].filter((f) => f.length > 0);
 }
 
 /**

@@ -3,6 +3,7 @@
  * holes kept, checksums verify after unpack, zip-slip, damage and overwrite refusals,
  * decompression bombs, altered memory chunks, masked modes, SIGINT/SIGTERM and stale temps.
  */
+import { TEMPLATE_ESCAPES } from "../../src/frontends/templates.ts";
 import { describe, expect, spyOn, test } from "bun:test";
 import { runCommand } from "citty";
 import { zipSync, strToU8 } from "fflate";
@@ -159,6 +160,24 @@ describe("pack / unpack", () => {
     verifyRegions(u.dir, readManifest(u.dir)); // every region's SHA-256
     const r = await runCommand(await commands.inspect(), { rawArgs: [u.dir, "--verify"] });
     expect(r.result).toBe(0);
+  });
+
+  test("pack --redact: a command line the README quotes escaped (a newline as \\n in a code span, as the Triton README writes it) is replaced too", async () => {
+    const root = tempDir();
+    const { dir } = writeDemo(join(root, "cap"), false);
+    const mp = join(dir, "kerncap.json");
+    const m = JSON.parse(readFileSync(mp, "utf8"));
+    m.command = ["python", "-c", 'import train\ntrain.run(api_key="S3CR3TKEY42")\t# x'];
+    writeFileSync(mp, JSON.stringify(m, null, 2));
+    const quoted = TEMPLATE_ESCAPES.mdCode!(m.command.join(" "));
+    expect(quoted).toContain("\\n"); // the template's escape: the joined string is not in the README as it is
+    writeFileSync(
+      join(dir, "README.md"),
+      `${readFileSync(join(dir, "README.md"), "utf8")}\nCaptured from ${quoted}; as text: ${TEMPLATE_ESCAPES.mdText!(m.command.join(" "))}\n`,
+    );
+    const p = await packCapture(dir, join(root, "red.zip"), { redact: true });
+    const u = await unpackArchive(p.archive, join(root, "back"));
+    expect(grepTree(u.dir, ["S3CR3TKEY42"])).toEqual([]);
   });
 
   test("pack --redact: the planted host, user, command line, job environment and GPU identity are in no file of the archive; it unpacks, verifies and inspects clean", async () => {
