@@ -117,18 +117,18 @@ function isToolkit(root: string): boolean {
 /**
  * The paths a confined CUDA build may read and run (`ro`) and write (`rw`): its private copy of the
  * capture (`folder`, read; its build/ written), its private TMPDIR (`tmp`), the captured project's
- * recorded folders and files (`recorded`: ./confine.ts recordedSources), the CUDA toolkit of each
+ * recorded files (`recorded`: ./confine.ts recordedSources; each file alone, never its folder), the CUDA toolkit of each
  * nvcc the build may run (NVCC, the first on the build's PATH, findNvcc's, /usr/local/cuda: their
  * bin folders, and the toolkit roots as named and resolved), the host compiler (gcc, g++, cc, c++ on
  * PATH, each name with the links it goes through, and its install, the folder above its bin/, when it
  * lies outside /usr), the programs build.sh runs (bash, timeout: the same, their folders), the system's library, program and include
  * folders (SYSTEM_RO), /etc/ld.so.cache, and /dev/null (written).
  */
-export function sandboxPaths(o: { folder: string; tmp: string; recorded: { roots: string[]; files: string[] }; env: Record<string, string | undefined> }): {
+export function sandboxPaths(o: { folder: string; tmp: string; recorded: { files: string[] }; env: Record<string, string | undefined> }): {
   ro: string[];
   rw: string[];
 } {
-  const ro = new Set<string>([o.folder, ...SYSTEM_RO, ...SYSTEM_RO_FILES, ...o.recorded.roots, ...o.recorded.files]);
+  const ro = new Set<string>([o.folder, ...SYSTEM_RO, ...SYSTEM_RO_FILES, ...o.recorded.files]);
   const PATH = o.env.PATH ?? "";
   let found: string | undefined;
   try {

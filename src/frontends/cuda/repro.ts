@@ -255,6 +255,8 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     projectRoot,
     copied: copied.map((f) => relative(projectRoot, f)),
     referencedOutsideRoot: referenced,
+    // overlay: the project's headers build.sh reads from the original tree, by name (what a confined build may read of it: src/frontends/confine.ts)
+    ...(overlay ? { readInPlace: tree.inPlace } : {}),
     compiledSource: `src/${compiledSource}`,
   };
   return {
@@ -279,6 +281,8 @@ interface SourceTree {
   copied: string[];
   /** Local headers outside the root, included from where they are. */
   referenced: string[];
+  /** Overlay mode: the local headers under the root that are not copied, read from the original tree (absolute); [] in copy mode. */
+  inPlace: string[];
   /** Whether a path lies under projectRoot. */
   under: (p: string) => boolean;
 }
@@ -293,7 +297,8 @@ function sourceTree(opts: CudaReproducerOptions, nvcc: string, flags: CudaFlags,
   const projectRoot = opts.sourceRoot ? resolve(opts.sourceRoot) : commonDir([dirname(loc.tu), ...local.map(dirname)]);
   const under = (p: string) => p === projectRoot || p.startsWith(projectRoot + sep);
   const copied = opts.overlay ? [loc.tu, ...(loc.definition !== loc.tu ? [loc.definition] : [])] : [loc.tu, ...local.filter(under)];
-  return { projectRoot, copied, referenced: local.filter((d) => !under(d)), under };
+  const inPlace = opts.overlay ? local.filter((d) => under(d) && !copied.includes(d)) : [];
+  return { projectRoot, copied, referenced: local.filter((d) => !under(d)), inPlace, under };
 }
 
 /** Copy the files into srcDir at their paths under projectRoot; returns their paths relative to the reproducer (src/…). */

@@ -163,7 +163,9 @@ describe.skipIf(!GXX || !NAMESPACE)("a header outside in the sandbox", () => {
       if (!isKerncapError(e)) throw e;
       expect(e.code).toBe("E_CONFINED");
       expect(`${e.message} ${e.hint}`).not.toContain("SECRET_LINE");
-      expect(e.hint).toContain("a sandbox that holds only src/, the captured project's folders and the toolchain: a file elsewhere is not found there");
+      expect(e.hint).toContain(
+        "a sandbox that holds only src/, the project's headers its capture recorded and the toolchain: a file elsewhere is not found there",
+      );
     }
   }, 60_000);
 });
