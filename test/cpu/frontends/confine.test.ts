@@ -17,6 +17,7 @@ import { readManifest } from "../../../src/format/capture-dir.ts";
 import { buildReproducer } from "../../../src/frontends/build.ts";
 import { outsideReads, recordedSources } from "../../../src/frontends/confine.ts";
 import { parseDeps } from "../../../src/frontends/cuda/nvcc.ts";
+import { toolchainHeader } from "../../../src/frontends/cuda/repro.ts";
 import { overrideSandboxSupport } from "../../../src/frontends/sandbox.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
@@ -84,6 +85,31 @@ test("outsideReads: the build's private folder and TMPDIR count as the capture; 
     join(root, "secret.h"),
     "../secret.h",
   ]);
+});
+
+describe("toolchainHeader: what counts as the toolchain's (read by a confined build without the sandbox)", () => {
+  const saved = process.env.HOME;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.HOME;
+    else process.env.HOME = saved;
+  });
+  test("a toolkit root kerncap found, matched as the root and a /; not a folder named cuda*/include elsewhere, nor a root that is $HOME (an nvcc wrapper at ~/bin)", () => {
+    const t = tempDir();
+    for (const f of ["tk/bin/nvcc", "tk/include/cuda.h", "tk-private/include/a.h", "home/bin/nvcc", "home/secret.h", "home/cuda-keys/include/tok.h"]) {
+      mkdirSync(join(t, f, ".."), { recursive: true });
+      writeFileSync(join(t, f), "");
+    }
+    const tk = toolchainHeader(join(t, "tk/bin/nvcc"));
+    expect(tk(join(t, "tk/include/cuda.h"))).toBe(true);
+    expect(tk("/usr/include/stdio.h")).toBe(true);
+    expect(tk(join(t, "tk-private/include/a.h"))).toBe(false);
+    expect(tk(join(t, "home/cuda-keys/include/tok.h"))).toBe(false);
+    expect(tk(join(t, "home/cuda-keys/targets/x86_64-linux/include/tok.h"))).toBe(false);
+    process.env.HOME = join(t, "home");
+    const wrapper = toolchainHeader(join(t, "home/bin/nvcc"));
+    expect(wrapper(join(t, "home/secret.h"))).toBe(false);
+    expect(wrapper(join(t, "home/cuda-keys/include/tok.h"))).toBe(false);
+  });
 });
 
 /**
