@@ -21,8 +21,9 @@ import * as v from "valibot";
 import { isKerncapError } from "../../../src/errors.ts";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { DOCUMENTS } from "../../../src/format/documents.ts";
+import { homeOrAbove } from "../../../src/format/paths.ts";
 import { buildReproducer } from "../../../src/frontends/build.ts";
-import { confinementFor, overrideSandboxSupport, sandboxSupport } from "../../../src/frontends/sandbox.ts";
+import { confinementFor, overrideSandboxSupport, sandboxPaths, sandboxSupport } from "../../../src/frontends/sandbox.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
 
@@ -104,6 +105,33 @@ describe.skipIf(!GXX)("the token-pasted __has_include probe of a path outside (d
     // gcc's #error is not fatal: it goes on and writes the dependency list, so the build is E_BUILD
     expect(await probeOutcomes()).toEqual({ exists: "E_BUILD", missing: "built" });
   }, 60_000);
+});
+
+describe("sandboxPaths: a host compiler outside /usr", () => {
+  const saved = process.env.HOME;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.HOME;
+    else process.env.HOME = saved;
+  });
+  test("a wrapper at ~/x/gcc or ~/gcc binds the wrapper file, never ~ or a folder above it (its __has_include would answer for every path in ~)", () => {
+    const home = join(tempDir(), "home");
+    for (const f of ["x/gcc", "g++"]) {
+      mkdirSync(join(home, f, ".."), { recursive: true });
+      writeFileSync(join(home, f), '#!/bin/sh\nexec /usr/bin/gcc "$@"\n', { mode: 0o755 });
+    }
+    process.env.HOME = home;
+    const { ro } = sandboxPaths({
+      folder: join(tempDir(), "cap"),
+      tmp: tempDir(),
+      recorded: { files: [] },
+      env: { PATH: `${join(home, "x")}:${home}:/usr/bin:/bin` },
+    });
+    expect(ro).toContain(join(home, "x/gcc"));
+    expect(ro).toContain(join(home, "g++"));
+    for (const p of ro) expect(homeOrAbove(p), p).toBe(false);
+    expect(ro).not.toContain(home);
+    expect(ro).not.toContain("/");
+  });
 });
 
 describe.skipIf(!GXX || !NAMESPACE)("what a sandboxed build cannot do", () => {
