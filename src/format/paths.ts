@@ -18,6 +18,7 @@
  * Errors: KerncapError E_UNSAFE_PATH (exit 2) naming the path, what it is and what to do.
  */
 import { chmodSync, closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, type Stats } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { type ErrorCode, KerncapError, systemError, whileReading } from "../errors.ts";
 import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
@@ -555,4 +556,22 @@ export function assertMergeSize(paths: string[]): void {
     throw new KerncapError("E_RESULTS", `the ${paths.length} files to merge hold ${total} bytes, more than the ${MERGE_MAX_BYTES >> 20} MiB one merge reads`, {
       hint: "Merge fewer files at a time, or shard the run into fewer, larger shards.",
     });
+}
+
+/**
+ * Whether the absolute folder `p` is "/", the user's home folder or a folder above it (as named
+ * and with links resolved, against $HOME and os.homedir()): a folder too broad to hand to a
+ * confined build or to count as a toolchain's (it holds the user's keys and tokens).
+ */
+export function homeOrAbove(p: string): boolean {
+  const norm = (x: string) => (x.length > 1 ? x.replace(/\/+$/, "") : x);
+  const real = (x: string) => {
+    try {
+      return realpathSync(x);
+    } catch {
+      return x;
+    }
+  };
+  const homes = [process.env.HOME, homedir()].filter((h): h is string => !!h && h.startsWith("/")).flatMap((h) => [norm(h), norm(real(h))]);
+  return [norm(p), norm(real(p))].some((q) => q === "/" || homes.some((h) => h === q || h.startsWith(`${q}/`)));
 }

@@ -36,7 +36,7 @@ export interface BuildOptions {
   explain?: (stderr: string) => KerncapError | undefined;
   /**
    * validate --confine (kerncap mcp): the capture's manifest; the build must read nothing outside
-   * the capture, its recorded source root and the toolchain, and a failure says only the capture's
+   * the capture, the project's headers it recorded as read and the toolchain, and a failure says only the capture's
    * own diagnostics (src/frontends/confine.ts).
    */
   confine?: Manifest;
@@ -320,7 +320,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
 
 /** What a sandboxed build's hint adds to a preprocessor's failure: a file outside is not found there. */
 const SANDBOX_SEES =
-  "A confined build runs in a sandbox that holds only src/, the captured project's folders and the toolchain: a file elsewhere is not found there (kerncap doctor: confined-build).";
+  "A confined build runs in a sandbox that holds only src/, the project's headers its capture recorded and the toolchain: a file elsewhere is not found there (kerncap doctor: confined-build).";
 
 /**
  * A sandboxed build whose sandbox could not be made (kerncap-confine's own exit codes and its

@@ -7,8 +7,8 @@
  * The compiler says what it read: build.sh's nvcc gets `-MD -MF build/kerncap-deps.d` through
  * EXTRA_FLAGS (templates/cuda/build.sh.hbs appends it to every compile; nvcc writes the list in its
  * own preprocessing step, before compiling, so a failing compile leaves it too: seen with nvcc 13.0).
- * Every file in it must lie in the capture folder, its recorded source root
- * (manifest.source.cuda.projectRoot, and the headers recorded outside it), or the toolchain's and
+ * Every file in it must lie in the capture's src/, be one of the project's files the capture recorded
+ * as read (source.cuda.referencedOutsideRoot, readInPlace: by name, never the whole projectRoot), or lie in the toolchain's and
  * the system's include folders (toolchainHeader); links are resolved first. A build that read
  * another file is refused without a line of its output; a failed build's messages are reduced to
  * the diagnostics (file, line, the error's own text) of the capture's own files.
@@ -38,8 +38,8 @@ const under = (p: string, root: string) => p === root || p.startsWith(root.endsW
 
 /**
  * The files of a dependency list (make syntax, as `-MD -MF` writes it: ./cuda/nvcc.ts parseDeps)
- * that a confined build may not read, as the list names them. Allowed: the capture's src/,
- * source.cuda.projectRoot and source.cuda.referencedOutsideRoot, the toolchain's and the system's
+ * that a confined build may not read, as the list names them. Allowed: the capture's src/, the
+ * project's files the capture recorded (recordedSources), the toolchain's and the system's
  * include folders; and the build's own folders' sources: `ran.cwd`'s src/, the folder it ran in (default `dir`; a
  * build's private copy of the capture, src/format/staged-build.ts), against which a relative path
  * is read, and `ran.tmp`, its private TMPDIR (made for it alone, 0700), whose files build.sh and
@@ -62,16 +62,15 @@ export function outsideReads(dir: string, m: Pick<Manifest, "source">, depsText:
 
 /**
  * Whether a confined build may read the file at absolute path `p` (links resolved): it lies in the
- * capture's src/, source.cuda.projectRoot, is one of source.cuda.referencedOutsideRoot, or lies in
- * the toolchain's or the system's include folders. A received capture's manifest is the sender's:
- * its projectRoot and referencedOutsideRoot widen nothing (a trial's named /home/victim).
+ * capture's src/, is one of the project's files the capture recorded (recordedSources: by name, not
+ * the project root's folder), or lies in the toolchain's or the system's include folders. A received
+ * capture's manifest is the sender's: its lists widen nothing (a trial's named /home/victim).
  */
 export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: string) => boolean {
   // of the capture, its sources only: build/ holds what earlier builds wrote (a log that quotes the files a refused
   // build read), which an #include of it would hand back in the compiler's messages (a trial's two-step read)
-  const recorded = recordedSources(dir, m);
-  const roots = [real(resolve(dir, "src")), ...recorded.roots];
-  const files = new Set(recorded.files);
+  const roots = [real(resolve(dir, "src"))];
+  const files = new Set(recordedSources(dir, m).files);
   let nvcc: string | undefined;
   try {
     nvcc = findNvcc();
@@ -86,18 +85,20 @@ export function confinedReadable(dir: string, m: Pick<Manifest, "source">): (p: 
 }
 
 /**
- * What a confined build may read of the captured project, outside the capture (links resolved):
- * `roots`, source.cuda.projectRoot (absolute, not `/`), and `files`, source.cuda.referencedOutsideRoot;
- * none for a received capture (its manifest is the sender's: a trial's named /home/victim).
+ * What a confined build may read of the captured project, outside the capture (links resolved): the
+ * files the capture recorded that the captured build read there, by name, never a folder:
+ * source.cuda.referencedOutsideRoot (headers outside the project root) and source.cuda.readInPlace
+ * (overlay mode: the project's headers read from the original tree). Not source.cuda.projectRoot:
+ * the common folder of the TU and its headers, which can be the user's home (a TU in ~/proj and a
+ * header in ~/include), all of which an #include would hand to the agent. None for a received
+ * capture (its manifest is the sender's: a trial's named /home/victim).
+ * @returns `files`, absolute and resolved
  */
-export function recordedSources(dir: string, m: Pick<Manifest, "source">): { roots: string[]; files: string[] } {
+export function recordedSources(dir: string, m: Pick<Manifest, "source">): { files: string[] } {
   const theirs = "kernel" in m && receivedReasons(dir, m as Manifest).length > 0;
-  const cuda = (theirs ? {} : (m.source?.cuda ?? {})) as { projectRoot?: unknown; referencedOutsideRoot?: unknown };
-  const roots = typeof cuda.projectRoot === "string" && isAbsolute(cuda.projectRoot) && cuda.projectRoot !== "/" ? [real(cuda.projectRoot)] : [];
-  const files = Array.isArray(cuda.referencedOutsideRoot)
-    ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string" && isAbsolute(f)).map(real)
-    : [];
-  return { roots, files };
+  const cuda = (theirs ? {} : (m.source?.cuda ?? {})) as { referencedOutsideRoot?: unknown; readInPlace?: unknown };
+  const list = (v: unknown) => (Array.isArray(v) ? v.filter((f): f is string => typeof f === "string" && isAbsolute(f)).map(real) : []);
+  return { files: [...new Set([...list(cuda.referencedOutsideRoot), ...list(cuda.readInPlace)])] };
 }
 
 /** EDG (nvcc's front end: `f.cu(12): error: …`) and GCC (`f.cu:12:5: error: …`) diagnostics. */
@@ -144,10 +145,11 @@ export function captureDiagnostics(dir: string, output: string): string[] {
  */
 export function confinedError(files: string[], o: { by?: string; includedAt?: string[] } = {}): KerncapError {
   const them = files.length > 1 ? "them" : "it";
-  const readable = "files under src/, the captured project's and the toolchain's headers";
+  const readable =
+    "files under src/, the toolchain's headers and, of the captured project, only the headers its capture recorded as read (not the rest of its source root)";
   return new KerncapError(
     "E_CONFINED",
-    `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, its source root and the toolchain (${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}), which ${o.by ?? "a confined build"} does not allow: the build was refused, its module is not used and none of its output is shown`,
+    `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, the project's recorded headers and the toolchain (${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}), which ${o.by ?? "a confined build"} does not allow: the build was refused, its module is not used and none of its output is shown`,
     {
       hint: o.includedAt?.length
         ? `Remove the #include at ${o.includedAt.slice(0, 3).join(", ")}: include only ${readable}.`

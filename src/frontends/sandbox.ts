@@ -20,6 +20,7 @@ import { dirname, join } from "node:path";
 import confineFile from "../../c/build/kerncap-confine" with { type: "file" };
 import { cachedFolder } from "../cache.ts";
 import { sandboxOff } from "../env.ts";
+import { homeOrAbove } from "../format/paths.ts";
 import { findNvcc } from "./cuda/nvcc.ts";
 
 /** Which confinement a confined build gets here: the namespace tree (with Landlock where the kernel has it), Landlock alone, or the source scan and dependency list alone. */
@@ -117,18 +118,20 @@ function isToolkit(root: string): boolean {
 /**
  * The paths a confined CUDA build may read and run (`ro`) and write (`rw`): its private copy of the
  * capture (`folder`, read; its build/ written), its private TMPDIR (`tmp`), the captured project's
- * recorded folders and files (`recorded`: ./confine.ts recordedSources), the CUDA toolkit of each
+ * recorded files (`recorded`: ./confine.ts recordedSources; each file alone, never its folder), the CUDA toolkit of each
  * nvcc the build may run (NVCC, the first on the build's PATH, findNvcc's, /usr/local/cuda: their
  * bin folders, and the toolkit roots as named and resolved), the host compiler (gcc, g++, cc, c++ on
  * PATH, each name with the links it goes through, and its install, the folder above its bin/, when it
- * lies outside /usr), the programs build.sh runs (bash, timeout: the same, their folders), the system's library, program and include
+ * lies outside /usr), the programs build.sh runs (bash, timeout: the same, their folders); a folder
+ * of these that is /, the user's home or above it (format/paths.ts homeOrAbove: a wrapper at ~/gcc)
+ * is not bound, the program's file alone is; the system's library, program and include
  * folders (SYSTEM_RO), /etc/ld.so.cache, and /dev/null (written).
  */
-export function sandboxPaths(o: { folder: string; tmp: string; recorded: { roots: string[]; files: string[] }; env: Record<string, string | undefined> }): {
+export function sandboxPaths(o: { folder: string; tmp: string; recorded: { files: string[] }; env: Record<string, string | undefined> }): {
   ro: string[];
   rw: string[];
 } {
-  const ro = new Set<string>([o.folder, ...SYSTEM_RO, ...SYSTEM_RO_FILES, ...o.recorded.roots, ...o.recorded.files]);
+  const ro = new Set<string>([o.folder, ...SYSTEM_RO, ...SYSTEM_RO_FILES, ...o.recorded.files]);
   const PATH = o.env.PATH ?? "";
   let found: string | undefined;
   try {
@@ -137,9 +140,12 @@ export function sandboxPaths(o: { folder: string; tmp: string; recorded: { roots
     /* no toolkit: the build fails as it would anyway */
   }
   const nvccs = [o.env.NVCC, Bun.which("nvcc", { PATH }) ?? undefined, found, "/usr/local/cuda/bin/nvcc"].filter((p): p is string => !!p && existsSync(p));
+  // a folder that is /, the user's home or above it is never bound whole (a wrapper at ~/gcc, ~/bin/nvcc): the file alone
+  const folder = (f: string, file: string) => ro.add(homeOrAbove(f) ? file : f);
   for (const n of nvccs) {
-    ro.add(dirname(n));
-    for (const root of [dirname(dirname(n)), dirname(dirname(real(n) ?? n))]) if (isToolkit(root)) ro.add(root);
+    ro.add(n); // the name itself, with the links on its way
+    folder(dirname(n), n);
+    for (const root of [dirname(dirname(n)), dirname(dirname(real(n) ?? n))]) if (isToolkit(root) && !homeOrAbove(root)) ro.add(root);
   }
   for (const tool of ["gcc", "g++", "cc", "c++", "bash", "timeout"]) {
     const p = Bun.which(tool, { PATH });
@@ -147,8 +153,9 @@ export function sandboxPaths(o: { folder: string; tmp: string; recorded: { roots
     if (!p || !r) continue;
     ro.add(p); // the name itself: the links on its way (/usr/bin/c++ -> /etc/alternatives/c++ -> g++) are made again in the tree
     if (r.startsWith("/usr/")) continue;
-    ro.add(dirname(p));
-    ro.add(tool === "bash" || tool === "timeout" ? dirname(r) : dirname(dirname(r))); // a compiler's install: its lib/ and libexec/ beside bin/
+    ro.add(r);
+    folder(dirname(p), p);
+    folder(tool === "bash" || tool === "timeout" ? dirname(r) : dirname(dirname(r)), r); // a compiler's install: its lib/ and libexec/ beside bin/
   }
   return { ro: [...ro], rw: [join(o.folder, "build"), o.tmp, "/dev/null"] };
 }

@@ -13,7 +13,7 @@
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync, rmSync } from "node:fs";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 import { renderTemplateDir, templatesFolder } from "../templates.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
@@ -22,7 +22,7 @@ import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import type { Manifest } from "../../format/manifest.ts";
-import { readCaptureBytes, withoutOthersWrite } from "../../format/paths.ts";
+import { homeOrAbove, readCaptureBytes, withoutOthersWrite } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { shellQuote as shq } from "../../util/shell-quote.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
@@ -56,7 +56,7 @@ export function headerClosure(nvcc: string, tu: string, flags: CudaFlags, arch: 
   return parseDeps(p.stdout.toString()).map((d) => resolve(cwd, d));
 }
 
-/** Toolkit root folders of an nvcc (as named and resolved through links), with a trailing separator. */
+/** Toolkit root folders of an nvcc (as named and resolved through links). */
 function toolkitRoots(nvcc: string): string[] {
   const roots = [dirname(dirname(nvcc))];
   try {
@@ -64,7 +64,7 @@ function toolkitRoots(nvcc: string): string[] {
   } catch {
     /* a dangling link: the named root only */
   }
-  return roots.map((r) => r + sep);
+  return roots;
 }
 function realOr(p: string): string {
   try {
@@ -77,15 +77,35 @@ function realOr(p: string): string {
 const SYSTEM_PREFIXES = ["/usr/include/", "/usr/lib/", "/usr/local/include/", "/usr/lib64/", "/usr/share/"];
 
 /**
- * Whether a header belongs to the toolchain rather than the project: under the nvcc's toolkit root
- * (as named or through its links), a system include folder, or a CUDA include folder.
+ * The CUDA toolkit roots kerncap found here, as named and resolved, each with a trailing "/": the
+ * nvcc's (two levels above it), $CUDA_HOME, and each /usr/local/cuda* holding bin/nvcc. A root that
+ * is "/", the user's home or a folder above it is left out (an nvcc wrapper at ~/bin/nvcc).
+ */
+export function cudaToolkitRoots(nvcc: string | undefined): string[] {
+  let local: string[] = [];
+  try {
+    local = readdirSync("/usr/local")
+      .filter((n) => n.startsWith("cuda"))
+      .map((n) => join("/usr/local", n))
+      .filter((r) => existsSync(join(r, "bin/nvcc")));
+  } catch {
+    /* no /usr/local */
+  }
+  const cudaHome = process.env.CUDA_HOME;
+  const named = [...(nvcc ? toolkitRoots(nvcc) : []), ...(cudaHome?.startsWith("/") ? [resolve(cudaHome)] : []), ...local];
+  const roots = named.flatMap((r) => [r, realOr(r)]).filter((r) => !homeOrAbove(r));
+  return [...new Set(roots.map((r) => r + sep))];
+}
+
+/**
+ * Whether a header belongs to the toolchain rather than the project: the path, as named or with
+ * links resolved, lies under one of the toolkit roots kerncap found (cudaToolkitRoots) or a system
+ * include folder (SYSTEM_PREFIXES), each matched as the exact root and a "/"; never by a folder's
+ * name (a ~/cuda-keys/include/ is the user's).
  */
 export function toolchainHeader(nvcc: string | undefined): (path: string) => boolean {
-  const tks = nvcc ? toolkitRoots(nvcc) : [];
-  return (p) =>
-    [p, realOr(p)].some(
-      (q) => tks.some((t) => q.startsWith(t)) || SYSTEM_PREFIXES.some((s) => q.startsWith(s)) || /\/cuda[^/]*\/(targets\/[^/]+\/)?include\//.test(q),
-    );
+  const roots = [...cudaToolkitRoots(nvcc), ...SYSTEM_PREFIXES];
+  return (p) => [p, realOr(p)].some((q) => roots.some((t) => q.startsWith(t)));
 }
 
 /** Longest common folder of absolute paths. */
@@ -255,6 +275,8 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     projectRoot,
     copied: copied.map((f) => relative(projectRoot, f)),
     referencedOutsideRoot: referenced,
+    // overlay: the project's headers build.sh reads from the original tree, by name (what a confined build may read of it: src/frontends/confine.ts)
+    ...(overlay ? { readInPlace: tree.inPlace } : {}),
     compiledSource: `src/${compiledSource}`,
   };
   return {
@@ -279,6 +301,8 @@ interface SourceTree {
   copied: string[];
   /** Local headers outside the root, included from where they are. */
   referenced: string[];
+  /** Overlay mode: the local headers under the root that are not copied, read from the original tree (absolute); [] in copy mode. */
+  inPlace: string[];
   /** Whether a path lies under projectRoot. */
   under: (p: string) => boolean;
 }
@@ -293,7 +317,8 @@ function sourceTree(opts: CudaReproducerOptions, nvcc: string, flags: CudaFlags,
   const projectRoot = opts.sourceRoot ? resolve(opts.sourceRoot) : commonDir([dirname(loc.tu), ...local.map(dirname)]);
   const under = (p: string) => p === projectRoot || p.startsWith(projectRoot + sep);
   const copied = opts.overlay ? [loc.tu, ...(loc.definition !== loc.tu ? [loc.definition] : [])] : [loc.tu, ...local.filter(under)];
-  return { projectRoot, copied, referenced: local.filter((d) => !under(d)), under };
+  const inPlace = opts.overlay ? local.filter((d) => under(d) && !copied.includes(d)) : [];
+  return { projectRoot, copied, referenced: local.filter((d) => !under(d)), inPlace, under };
 }
 
 /** Copy the files into srcDir at their paths under projectRoot; returns their paths relative to the reproducer (src/…). */

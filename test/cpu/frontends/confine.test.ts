@@ -7,7 +7,7 @@
  * `#include` under src/ only when one names the file.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeDemo } from "../../../src/capture/demo.ts";
 import { buildCandidate } from "../../../src/eval/build.ts";
@@ -15,8 +15,9 @@ import { parseCandidate } from "../../../src/eval/candidates.ts";
 import { isKerncapError, type KerncapError } from "../../../src/errors.ts";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { buildReproducer } from "../../../src/frontends/build.ts";
-import { outsideReads } from "../../../src/frontends/confine.ts";
+import { outsideReads, recordedSources } from "../../../src/frontends/confine.ts";
 import { parseDeps } from "../../../src/frontends/cuda/nvcc.ts";
+import { toolchainHeader } from "../../../src/frontends/cuda/repro.ts";
 import { overrideSandboxSupport } from "../../../src/frontends/sandbox.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
@@ -86,12 +87,37 @@ test("outsideReads: the build's private folder and TMPDIR count as the capture; 
   ]);
 });
 
+describe("toolchainHeader: what counts as the toolchain's (read by a confined build without the sandbox)", () => {
+  const saved = process.env.HOME;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.HOME;
+    else process.env.HOME = saved;
+  });
+  test("a toolkit root kerncap found, matched as the root and a /; not a folder named cuda*/include elsewhere, nor a root that is $HOME (an nvcc wrapper at ~/bin)", () => {
+    const t = tempDir();
+    for (const f of ["tk/bin/nvcc", "tk/include/cuda.h", "tk-private/include/a.h", "home/bin/nvcc", "home/secret.h", "home/cuda-keys/include/tok.h"]) {
+      mkdirSync(join(t, f, ".."), { recursive: true });
+      writeFileSync(join(t, f), "");
+    }
+    const tk = toolchainHeader(join(t, "tk/bin/nvcc"));
+    expect(tk(join(t, "tk/include/cuda.h"))).toBe(true);
+    expect(tk("/usr/include/stdio.h")).toBe(true);
+    expect(tk(join(t, "tk-private/include/a.h"))).toBe(false);
+    expect(tk(join(t, "home/cuda-keys/include/tok.h"))).toBe(false);
+    expect(tk(join(t, "home/cuda-keys/targets/x86_64-linux/include/tok.h"))).toBe(false);
+    process.env.HOME = join(t, "home");
+    const wrapper = toolchainHeader(join(t, "home/bin/nvcc"));
+    expect(wrapper(join(t, "home/secret.h"))).toBe(false);
+    expect(wrapper(join(t, "home/cuda-keys/include/tok.h"))).toBe(false);
+  });
+});
+
 /**
  * A capture at `dir` whose build.sh compiles src/kernel.cu with g++ (the dependency list a
  * confined build asks for through EXTRA_FLAGS), its include folders `-I` each of `includes`, and
- * `project` recorded as its source root.
+ * `project` recorded as its source root, an overlay capture whose build reads `inPlace` from there.
  */
-async function gxxCapture(dir: string, o: { includes?: string[]; project?: string } = {}): Promise<void> {
+async function gxxCapture(dir: string, o: { includes?: string[]; project?: string; inPlace?: string[] } = {}): Promise<void> {
   await makeCapture(dir);
   mkdirSync(join(dir, "src"));
   writeFileSync(join(dir, "src/kernel.cu"), '#include "util.h"\nint k() { return TWO; }\n');
@@ -104,7 +130,7 @@ async function gxxCapture(dir: string, o: { includes?: string[]; project?: strin
   );
   if (o.project) {
     const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
-    m.source = { cuda: { method: "source-root", projectRoot: o.project } };
+    m.source = { cuda: { method: "source-root", mode: "overlay", projectRoot: o.project, readInPlace: o.inPlace ?? [] } };
     writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
   }
   recordRendered(dir); // stands for the build.sh kerncap wrote: a confined build runs no other
@@ -130,7 +156,7 @@ describe.skipIf(!GXX)("a confined build whose paths hold a space, $, #, : or (",
     mkdirSync(join(project, "inc"), { recursive: true });
     writeFileSync(join(project, "inc/util.h"), "#define TWO 2\n");
     const dir = join(project, "my cap");
-    await gxxCapture(dir, { includes: [join(project, "inc")], project });
+    await gxxCapture(dir, { includes: [join(project, "inc")], project, inPlace: [join(project, "inc/util.h")] });
     // the header comes from the source root: src/'s own util.h is gone
     writeFileSync(join(dir, "src/kernel.cu"), "#include <util.h>\nint k() { return TWO; }\n");
     const m = readManifest(dir);
@@ -148,8 +174,28 @@ describe.skipIf(!GXX)("a confined build whose paths hold a space, $, #, : or (",
     expect(e.message).not.toContain("SECRET_LINE");
     expect(e.message).not.toContain("kerncap mcp");
     expect(e.hint).toBe(
-      "Remove the #include at src/kernel.cu:1 (\"util.h\"): include only files under src/, the captured project's and the toolchain's headers.",
+      'Remove the #include at src/kernel.cu:1 ("util.h"): include only files under src/, the toolchain\'s headers and, of the captured project, only the headers its capture recorded as read (not the rest of its source root).',
     );
+  }, 60_000);
+
+  test("the recorded source root is the user's home: of it only the recorded headers are read, a secret beside them is refused (in the sandbox and by the list)", async () => {
+    const home = tempDir(); // stands for ~: a TU in ~/proj and a header in ~/include record ~ as projectRoot
+    mkdirSync(join(home, "include"));
+    writeFileSync(join(home, "include/util.h"), "#define TWO 2\n");
+    writeFileSync(join(home, ".cloudtoken.h"), "#define TWO 2 // SECRET_LINE\n");
+    const dir = join(home, "proj/cap");
+    mkdirSync(join(home, "proj"));
+    await gxxCapture(dir, { includes: [join(home, "include")], project: home, inPlace: [join(home, "include/util.h")] });
+    writeFileSync(join(dir, "src/kernel.cu"), "#include <util.h>\nint k() { return TWO; }\n");
+    await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }); // the recorded header: built
+    writeFileSync(join(dir, "src/kernel.cu"), `#include "${join(home, ".cloudtoken.h")}"\nint k() { return TWO; }\n`);
+    for (const s of [undefined, null] as const) {
+      overrideSandboxSupport(s); // this machine's sandbox, then the scan and the list alone
+      const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }));
+      expect(e.code).toBe("E_CONFINED");
+      expect(`${e.message} ${e.hint}`).not.toContain("SECRET_LINE");
+    }
+    expect(recordedSources(dir, readManifest(dir)).files).toEqual([realpathSync(join(home, "include/util.h"))]);
   }, 60_000);
 
   test("a file outside that no #include under src/ names (a source root's header includes it): the hint says so, not to remove an #include", async () => {
@@ -162,7 +208,7 @@ describe.skipIf(!GXX)("a confined build whose paths hold a space, $, #, : or (",
     writeFileSync(secret, "#define TWO 2\n");
     writeFileSync(join(project, "inc/util.h"), `#include "${secret}"\n`);
     const dir = join(project, "cap");
-    await gxxCapture(dir, { includes: [join(project, "inc")], project });
+    await gxxCapture(dir, { includes: [join(project, "inc")], project, inPlace: [join(project, "inc/util.h")] });
     writeFileSync(join(dir, "src/kernel.cu"), "#include <util.h>\nint k() { return TWO; }\n");
     const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) }));
     expect(e.code).toBe("E_CONFINED");

@@ -21,8 +21,9 @@ import * as v from "valibot";
 import { isKerncapError } from "../../../src/errors.ts";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { DOCUMENTS } from "../../../src/format/documents.ts";
+import { homeOrAbove } from "../../../src/format/paths.ts";
 import { buildReproducer } from "../../../src/frontends/build.ts";
-import { confinementFor, overrideSandboxSupport, sandboxSupport } from "../../../src/frontends/sandbox.ts";
+import { confinementFor, overrideSandboxSupport, sandboxPaths, sandboxSupport } from "../../../src/frontends/sandbox.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
 import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
 
@@ -106,6 +107,33 @@ describe.skipIf(!GXX)("the token-pasted __has_include probe of a path outside (d
   }, 60_000);
 });
 
+describe("sandboxPaths: a host compiler outside /usr", () => {
+  const saved = process.env.HOME;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.HOME;
+    else process.env.HOME = saved;
+  });
+  test("a wrapper at ~/x/gcc or ~/gcc binds the wrapper file, never ~ or a folder above it (its __has_include would answer for every path in ~)", () => {
+    const home = join(tempDir(), "home");
+    for (const f of ["x/gcc", "g++"]) {
+      mkdirSync(join(home, f, ".."), { recursive: true });
+      writeFileSync(join(home, f), '#!/bin/sh\nexec /usr/bin/gcc "$@"\n', { mode: 0o755 });
+    }
+    process.env.HOME = home;
+    const { ro } = sandboxPaths({
+      folder: join(tempDir(), "cap"),
+      tmp: tempDir(),
+      recorded: { files: [] },
+      env: { PATH: `${join(home, "x")}:${home}:/usr/bin:/bin` },
+    });
+    expect(ro).toContain(join(home, "x/gcc"));
+    expect(ro).toContain(join(home, "g++"));
+    for (const p of ro) expect(homeOrAbove(p), p).toBe(false);
+    expect(ro).not.toContain(home);
+    expect(ro).not.toContain("/");
+  });
+});
+
 describe.skipIf(!GXX || !NAMESPACE)("what a sandboxed build cannot do", () => {
   test("its programs read no file outside, write none outside, and reach no TCP port; its own folders work", async () => {
     const outside = tempDir();
@@ -163,7 +191,9 @@ describe.skipIf(!GXX || !NAMESPACE)("a header outside in the sandbox", () => {
       if (!isKerncapError(e)) throw e;
       expect(e.code).toBe("E_CONFINED");
       expect(`${e.message} ${e.hint}`).not.toContain("SECRET_LINE");
-      expect(e.hint).toContain("a sandbox that holds only src/, the captured project's folders and the toolchain: a file elsewhere is not found there");
+      expect(e.hint).toContain(
+        "a sandbox that holds only src/, the project's headers its capture recorded and the toolchain: a file elsewhere is not found there",
+      );
     }
   }, 60_000);
 });

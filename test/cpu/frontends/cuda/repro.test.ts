@@ -216,6 +216,8 @@ describe.skipIf(!NVCC)("reproducers built with nvcc", () => {
       overlay: true,
     });
     expect(r.mode).toBe("overlay");
+    // what build.sh reads from the original tree, recorded by name: all a confined build may read of the project (src/frontends/confine.ts)
+    expect(r.source.readInPlace).toEqual([join(proj, "include/tile_config.h")]);
     expectStock(out);
     expect(r.files.filter((f) => f.startsWith("src/")).sort()).toEqual(["src/kernels/tiled.cuh", "src/main.cu", "src/main.kerncap-slice.cu"]);
     const before = readFileSync(join(proj, "kernels/tiled.cuh"), "utf8");
