@@ -19,9 +19,10 @@
  */
 import { chmodSync, closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, type Stats } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { type ErrorCode, KerncapError, systemError, whileReading } from "../errors.ts";
 import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
+import { isEditorTemporary } from "./file-names.ts";
 
 /** The largest kerncap.json (or capture-set index, build record) kerncap reads (bytes). */
 export const MANIFEST_MAX_BYTES = 64 << 20;
@@ -216,7 +217,9 @@ export function folderInCapture(dir: string, rel: string): string | undefined {
  * until memory runs out), a socket. The same rule as every file kerncap reads itself
  * (resolveInCapture), for the files a build's compiler or interpreter reads by name: a received
  * capture shows its build.sh before --trust, not its sources, so it is said here rather than found
- * as a hang. No link is followed; a missing `rel` passes (a capture without sources).
+ * as a hang. No link is followed; a missing `rel` passes (a capture without sources); an editor's
+ * temporary (isEditorTemporary: Emacs' lock link .#x.cu, a vim swap file) that is a file or a link is
+ * passed over, as the build's private copy, pack and export leave it out.
  * @throws KerncapError E_UNSAFE_PATH naming the first such entry (sorted walk) and what it is
  */
 export function assertRegularTree(dir: string, rel: string): void {
@@ -232,6 +235,8 @@ export function assertRegularTree(dir: string, rel: string): void {
         throw systemError(whileReading(e, join(root, r))) ?? e;
       }
       for (const n of names) walk(`${r}/${n}`);
+    } else if (isEditorTemporary(basename(r)) && (st.isFile() || st.isSymbolicLink())) {
+      // an editor's lock link (Emacs' .#x.cu, dangling) or swap file: no source; the build's private copy leaves it out (src/format/staged-build.ts), as pack and export do
     } else if (!st.isFile()) {
       throw unsafe(
         dir,

@@ -3,6 +3,7 @@
  * (src/format/trust.ts requireTrustedBuild) let run: a received capture's build runs exactly the
  * bytes the gate approved, never the capture's files read again.
  */
+import { isEditorTemporary } from "./file-names.ts";
 import { closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { privateTempFolder } from "../cache.ts";
@@ -158,10 +159,13 @@ function copySources(capture: string, folder: string): void {
     mkdirSync(join(folder, rel), { mode: 0o700 });
     for (const name of readdirSync(join(capture, rel)).sort()) {
       const r = `${rel}/${name}`;
-      if (lstatSync(join(capture, r)).isDirectory()) {
+      const st = lstatSync(join(capture, r));
+      if (st.isDirectory()) {
         walk(r);
         continue;
       }
+      // an editor's temporary (Emacs' lock link .#x.cu, a vim swap file): no source, left out as pack and export leave it out
+      if (isEditorTemporary(name) && (st.isFile() || st.isSymbolicLink())) continue;
       const b = readInCapture(capture, r, SOURCES_MAX_BYTES - bytes); // a link, a FIFO, a file past what is left: E_UNSAFE_PATH
       if (!b) continue; // gone meanwhile
       bytes += b.length;

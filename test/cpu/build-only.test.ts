@@ -4,7 +4,7 @@
  * (a real CUDA reproducer: needs nvcc). The MCP tool `build` runs the same command confined.
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
@@ -64,6 +64,18 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
       expect(r.stderr.toString()).toContain(`--build-only runs no replay: ${opt[0]!.split("=")[0]}`);
     }
   }, 60_000);
+
+  test("an editor's lock link (Emacs' dangling .#saxpy.cu) and swap file under src/ are passed over, as pack and export leave them out; another link is still refused", () => {
+    const { dir, env } = demo();
+    symlinkSync("root@vm.4242:1733380000", join(dir, "src", ".#saxpy.cu"));
+    writeFileSync(join(dir, "src", ".saxpy.cu.swp"), "b0VIM 9.0 root vm /home/x/saxpy.cu");
+    const ok = kerncap(["validate", dir, "--build-only"], env);
+    expect(ok.exitCode, ok.stderr.toString()).toBe(0);
+    symlinkSync("/etc/hostname", join(dir, "src", "extra.h"));
+    const refused = kerncap(["validate", dir, "--build-only", "--json"], env);
+    expect(refused.exitCode).toBe(2);
+    expect(refused.stdout.toString() + refused.stderr.toString()).toContain("E_UNSAFE_PATH");
+  });
 
   test("a changed parameter list: the error names what the module defines, with no note on the pruned build before it (nu9 #12)", () => {
     const { dir, env } = demo();
