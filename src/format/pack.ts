@@ -351,17 +351,6 @@ function packResult(
 }
 
 /**
- * The manifest as an archive ships it: host.machineId null. The machine's id is what makes a
- * capture "made here" (src/format/received.ts notMadeHere), so an archive must not hand it out: a
- * trial's recipient sent back a folder (by tar, not an archive) naming the sender's machine id,
- * whose own build.sh then ran at a plain validate. An unpacked capture is received anyway (its
- * kerncap-received.json). @returns the bytes of DIR/kerncap.json so changed (re-serialised)
- */
-export function shippedManifest(dir: string): Uint8Array {
-  return shippedManifestOf(dir, false).bytes;
-}
-
-/**
  * The index of the capture folder `dir` (PackIndex): every file with its size, mode, entry name
  * and method (a memory image with holes: sparse, its data extents; text: deflated; else stored),
  * every folder, the portability warnings; the bytes of the files (apparent sizes) and of their data; what is left out, with why.

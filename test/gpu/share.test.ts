@@ -54,7 +54,7 @@ describe.skipIf(SKIP)("pack / unpack a real capture", () => {
       expect(statSync(join(back, f)).size, f).toBe(statSync(join(cap, f)).size);
       expect(Buffer.compare(readFileSync(join(back, f)), readFileSync(join(cap, f))), f).toBe(0);
     }
-    // the manifest is the sender's but for host.machineId, null (src/format/pack.ts shippedManifest: made here means this machine's id)
+    // the manifest is the sender's but for host.machineId, null (src/format/redact.ts shippedManifestOf: made here means this machine's id)
     const sent = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
     const got = JSON.parse(readFileSync(join(back, "kerncap.json"), "utf8"));
     expect(typeof sent.host.machineId).toBe("string");
