@@ -174,11 +174,11 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   const tmp = t.at;
   try {
     markTemp(tmp);
-    const { data, ptxFile, files } = writeData(capDir, m, tmp, { params, image, plan, hsa });
+    const { data, ptxFile, files, digests } = writeData(capDir, m, tmp, { params, image, plan, hsa });
     const editable = copyProject(capDir, m, tmp, project.entries);
     for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
-    const doc = exportDocument(m, plan, files, triton);
+    const doc = exportDocument(m, plan, files, triton, digests);
     writeFileSync(join(tmp, EXPORT_FILE), JSON.stringify(doc, null, 2) + "\n");
     const hasBuild = existsSync(join(tmp, "build.sh"));
     const commands = {
@@ -234,7 +234,8 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
  * for the captured architecture (kernel.hsaco: ROCr loads ELF code objects only), and capture.h
  * with the tables of `plan` and the checksums of the data files, which the program checks before
  * it runs (./digests.ts).
- * @returns the data files and how each was shared, the PTX file (relative to tmp; null: none), the files the program reads
+ * @returns the data files and how each was shared, the PTX file (relative to tmp; null: none), the files the program reads,
+ *   their checksums (capture.h's tables, also written into kerncap-export.json for repro.py)
  * @throws KerncapError E_IO
  */
 function writeData(
@@ -242,7 +243,7 @@ function writeData(
   m: Manifest,
   tmp: string,
   x: { params: Uint8Array; image: Uint8Array; plan: ExportPlan; hsa: { unbundled: Uint8Array | null } | null },
-): { data: ExportResult["data"]; ptxFile: string | null; files: ExportFiles } {
+): { data: ExportResult["data"]; ptxFile: string | null; files: ExportFiles; digests: ReturnType<typeof dataDigests> } {
   const { params, image, plan, hsa } = x;
   const data = copyData(capDir, m, join(tmp, "data"));
   const ptxFile = m.device.vendor === "amd" ? null : writePtx(m, image, plan, tmp);
@@ -263,8 +264,9 @@ function writeData(
     ...(hsa?.unbundled ? [{ path: module, bytes: hsa.unbundled }] : []),
     ...(ptxFile && ptxFile !== `data/${m.module.file}` ? [{ path: ptxFile, bytes: new Uint8Array(readFileSync(join(tmp, ptxFile))) }] : []),
   ];
-  writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files, digestTables(dataDigests(m, { before: files.before, after: files.after }, whole))));
-  return { data, ptxFile, files };
+  const digests = dataDigests(m, { before: files.before, after: files.after }, whole);
+  writeFileSync(join(tmp, "capture.h"), captureHeader(plan, files, digestTables(digests)));
+  return { data, ptxFile, files, digests };
 }
 
 /**
@@ -508,8 +510,12 @@ function tritonPart(capDir: string, m: Manifest, params: Uint8Array, plan: Expor
   return { args, storedPointer: hit ? { region: `0x${plan.regions[hit.region]!.va.toString(16)}`, offset: hit.offset, va: hit.va } : null };
 }
 
-/** kerncap-export.json: the export's marker and what the Triton script reads (kcdata.py). */
-function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPart | null): Record<string, unknown> {
+/**
+ * kerncap-export.json: the export's marker and what the Triton script reads (kcdata.py): `dataFiles`
+ * [{path, bytes}] and `dataDigests` [[file index, byte offset, length, kc64 hex]] are capture.h's
+ * checksum tables, which repro.py checks before it reads a byte (kcdata.Export.verify).
+ */
+function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPart | null, d: ReturnType<typeof dataDigests>): Record<string, unknown> {
   const s = (m.source ?? {}) as Record<string, any>;
   return {
     format: EXPORT_FORMAT,
@@ -530,6 +536,8 @@ function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPar
       before: r.before,
       after: r.after,
     })),
+    dataFiles: d.files,
+    dataDigests: d.pieces.map((x) => [x.file, x.offset, x.length, x.kc64]),
     ...(t
       ? {
           triton: {

@@ -8,8 +8,10 @@ filled from the before state; scalars take their captured values, constexprs and
 num_stages the captured (pinned) config. After one launch every region is compared with the app's
 after state. Runs under TRITON_INTERPRET=1 (on the CPU too), pdb, proton.
 
-Usage: python3 repro.py [--bench]   (--bench: triton.testing.do_bench of the launch)
-Exit: 0 match, 1 mismatch, 2 error.
+Usage: python3 repro.py [--bench] [--no-verify]
+  --bench: triton.testing.do_bench of the launch
+  --no-verify: skip the check of the data files' checksums (it reads every stored byte once)
+Exit: 0 match, 1 mismatch, 3 a data file damaged (its size or a checksum not the export's), 2 another error.
 """
 import importlib.util
 import os
@@ -19,7 +21,22 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import kcdata  # noqa: E402
 
+EXIT_ERROR, EXIT_DAMAGED = 2, 3
+
+
+def fail(message):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(EXIT_ERROR)
+
+
 ex = kcdata.Export(here)
+if "--no-verify" not in sys.argv:
+    try:
+        ex.verify()
+    except kcdata.Damaged as e:
+        print(f"error: {e} (a damaged file would replay into a false MISMATCH)\n"
+              "  Copy or unpack the export again from its source; `kerncap inspect data --verify` checks the capture in data/ the same way.", file=sys.stderr)
+        sys.exit(EXIT_DAMAGED)
 t = ex.doc["triton"]
 if t["storedPointer"]:
     p = t["storedPointer"]
@@ -31,12 +48,12 @@ try:
     import torch
     import triton
 except Exception as e:  # noqa: BLE001
-    sys.exit(f"repro.py needs PyTorch and Triton ({type(e).__name__}: {e}); the kernel was captured with Triton {kcdata.shown(t['tritonVersion'])}")
+    fail(f"repro.py needs PyTorch and Triton ({type(e).__name__}: {e}); the kernel was captured with Triton {kcdata.shown(t['tritonVersion'])}")
 
 interpret = os.environ.get("TRITON_INTERPRET") == "1"
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cpu" and not interpret:
-    sys.exit("no GPU: run with TRITON_INTERPRET=1 to interpret the kernel on the CPU")
+    fail("no GPU: run with TRITON_INTERPRET=1 to interpret the kernel on the CPU")
 
 spec = importlib.util.spec_from_file_location("kernel", os.path.join(here, t["kernelFile"]))
 mod = importlib.util.module_from_spec(spec)
@@ -58,7 +75,7 @@ for a in t["args"]:
         v = a["value"]
         args.append(int(v) if isinstance(v, str) else v)
     else:
-        sys.exit(f"argument {kcdata.shown(a['name'])} points at {kcdata.shown(a['va'])}, outside every captured region: the driver-API program (make run) replays it")
+        fail(f"argument {kcdata.shown(a['name'])} points at {kcdata.shown(a['va'])}, outside every captured region: the driver-API program (make run) replays it")
 consts = {c["name"]: c["value"] if c["value"] is not None else eval(c["expr"], vars(mod)) for c in t["constexprs"]}
 
 

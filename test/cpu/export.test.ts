@@ -39,6 +39,7 @@ import { packCapture } from "../../src/format/archive.ts";
 import { DOCUMENTS, jsonDocument } from "../../src/format/documents.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { RECEIVED_MARK } from "../../src/format/file-names.ts";
+import { kc64 } from "../../src/format/kc64.ts";
 import { acceptJudging, writeJudging } from "../../src/replay/judge-settings.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
@@ -875,10 +876,55 @@ print("ok")
     const run = sh([PY!, join(out, "repro.py")]);
     if (sh([PY!, "-c", "import torch"]).code !== 0) {
       expect(run.err).toContain("repro.py needs PyTorch and Triton");
-      expect(run.code).toBe(1);
+      expect(run.code).toBe(2); // an error, as its docstring and the README say (1 is a MISMATCH)
     }
     const readme = readFileSync(join(out, "README.md"), "utf8");
     expect(readme).toContain("TRITON_INTERPRET=1 python3 repro.py");
+  });
+
+  test("repro.py checks every data file against the export's sizes and kc64 checksums before anything else: a flipped byte, a truncated file is exit 3 naming it; --no-verify skips it", async () => {
+    const { cap } = await tritonCapture();
+    const out = join(cap, "..", "out");
+    exportCapture(cap, out);
+    const doc = JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8"));
+    // the same tables as capture.h's, for the C program: every memory file, the parameters, the module
+    const header = readFileSync(join(out, "capture.h"), "utf8");
+    expect(doc.dataFiles.map((f: { path: string }) => f.path)).toEqual(expect.arrayContaining(["data/memory/before.bin", "data/memory/after.bin"]));
+    for (const [, , , hex] of doc.dataDigests) expect(header).toContain(`0x${hex}ull`);
+    // kcdata's kc64 (numpy, and plain Python) is kerncap's on odd lengths and unaligned tails
+    const lengths = [0, 1, 3, 4, 5, 4095, 4096, 4099];
+    const sample = new Uint8Array(4099).map((_, i) => (i * 131 + 7) & 255);
+    const want = lengths.map((n) => kc64(sample.subarray(0, n)).hex);
+    const check = `
+import sys, builtins
+sys.path.insert(0, ${JSON.stringify(out)})
+import kcdata
+b = bytes((i * 131 + 7) & 255 for i in range(4099))
+got = ["%016x" % kcdata.kc64(b[:n]) for n in ${JSON.stringify(lengths)}]
+real = builtins.__import__
+builtins.__import__ = lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name)) if name == "numpy" else real(name, *a, **k)
+plain = ["%016x" % kcdata.kc64(b[:n]) for n in ${JSON.stringify(lengths)}]
+print(" ".join(got)); print(" ".join(plain))
+`;
+    const k = sh([PY!, "-c", check]);
+    expect(k.err).toBe("");
+    expect(k.out.trim().split("\n")).toEqual([want.join(" "), want.join(" ")]);
+    // intact: past the check (here it stops at PyTorch, exit 2, or runs where PyTorch is)
+    expect(sh([PY!, join(out, "repro.py")]).code).not.toBe(3);
+    const after = join(out, "data/memory/after.bin");
+    const bytes = readFileSync(after);
+    const flipped = Buffer.from(bytes);
+    flipped[flipped.length - 5]! ^= 0x10;
+    writeFileSync(after, flipped);
+    const bad = sh([PY!, join(out, "repro.py")]);
+    expect(bad.code).toBe(3);
+    expect(bad.err).toContain("data/memory/after.bin: bytes ");
+    expect(bad.err).toContain("differ from their checksum");
+    expect(sh([PY!, join(out, "repro.py"), "--no-verify"]).code).not.toBe(3);
+    writeFileSync(after, bytes.subarray(0, bytes.length - 1));
+    const short = sh([PY!, join(out, "repro.py")]);
+    expect(short.code).toBe(3);
+    expect(short.err).toContain(`data/memory/after.bin: ${bytes.length - 1} bytes, the export recorded ${bytes.length} (truncated)`);
   });
 
   test("a captured VA in the before state is reported, by the export and by the script", async () => {
