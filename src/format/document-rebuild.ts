@@ -19,6 +19,17 @@ export const BuildSteps = v.object({
   quietWaitMs: v.optional(v.number()),
   incremental: v.optional(v.boolean()),
   fullPreprocessMs: v.optional(v.number()),
+  /** The incremental preprocessing's own steps (ms; src/frontends/cuda/fast-build.ts speculate, present when it ran): the sources read, the previous gcc -E output parsed, the changed lines found, the synthetic TU planned, its gcc -E started and awaited, the pruner's state restored, the TU assembled, pruned and written. */
+  readSourcesMs: v.optional(v.number()),
+  parseBaseMs: v.optional(v.number()),
+  changedMs: v.optional(v.number()),
+  planIncrementalMs: v.optional(v.number()),
+  startGccEMs: v.optional(v.number()),
+  restorePrunerMs: v.optional(v.number()),
+  awaitGccEMs: v.optional(v.number()),
+  assembleMs: v.optional(v.number()),
+  pruneTextMs: v.optional(v.number()),
+  writePrunedMs: v.optional(v.number()),
 });
 
 /** A module's figures for the kernel (src/rebuild/resources.ts ModuleFigures; null: the module does not say); spills and toolkit added to validate-build/1 and validate-watch/1 compatibly (optional). */

@@ -269,7 +269,32 @@ export const DOCUMENTS = {
     /** Where a verdict's time went (s): save → build start, the build as the watch saw it, the run. */
     phases: v.optional(v.object({ waitSeconds: v.number(), buildWallSeconds: v.number(), runSeconds: v.number() })),
     saveToVerdictSeconds: v.number(),
+    /** The kernel (mangled name) of the capture watched: on verdict and built lines. */
+    kernel: v.optional(v.string()),
     verdict: v.optional(v.picklist(["match", "mismatch"])),
+    /** A verdict's numerics: bit-exact | within-tolerance | multiset-equal | within-spread | mismatch. */
+    numerics: v.optional(v.picklist(["bit-exact", "within-tolerance", "multiset-equal", "within-spread", "mismatch"])),
+    /** A verdict's first differing region (null on a match), as validate's `mismatches[]` entries, and how many regions differ. */
+    firstMismatch: v.optional(
+      v.nullable(
+        v.looseObject({
+          va: v.string(),
+          kind: v.string(),
+          size: v.number(),
+          changedInApp: v.boolean(),
+          firstDiffOffset: v.number(),
+          bytesDiffering: v.number(),
+        }),
+      ),
+    ),
+    mismatches: v.optional(v.number()),
+    /** A mismatch with no differing region: why (runs that differ beyond the captured kernel's). */
+    reason: v.optional(v.string()),
+    nondeterministic: v.optional(v.boolean()),
+    /** What the previous runs wrote, put back before this run (null: nothing ran before): chunks, bytes, seconds. */
+    reset: v.optional(v.nullable(v.object({ chunks: v.number(), bytes: v.number(), seconds: v.number() }))),
+    /** error: a kernel fault made the CUDA context unusable and the memory was restored again in a new one. */
+    reopened: v.optional(v.boolean()),
     kernelMedianUs: v.optional(v.nullable(v.number())),
     /** A verdict's rebuilt kernel against the captured module, interleaved (null with fewer than 5 timed launches). */
     compare: v.optional(Compare),

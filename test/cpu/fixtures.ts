@@ -384,3 +384,30 @@ export function grepTree(dir: string, needles: string[]): string[] {
   }
   return hits;
 }
+
+/**
+ * The keys of `doc` (a JSON document) that its JSON Schema does not list, as paths (`buildSteps.parseBaseMs`): a
+ * harness that validates with additionalProperties false would refuse them. Walks objects through `properties`
+ * (and anyOf/oneOf alternatives: a key any alternative lists is listed) and arrays through `items`; a schema
+ * whose additionalProperties is a schema lists every key.
+ */
+export function unlistedKeys(schema: any, doc: unknown, at = ""): string[] {
+  if (!schema || typeof schema !== "object" || doc === null || typeof doc !== "object") return [];
+  const alts: any[] = [schema, ...(schema.anyOf ?? []), ...(schema.oneOf ?? []), ...(schema.allOf ?? [])].filter((s) => s && typeof s === "object");
+  if (Array.isArray(doc)) {
+    const items = alts.find((s) => s.items)?.items;
+    return items ? doc.flatMap((x, i) => unlistedKeys(items, x, `${at}[${i}]`)) : [];
+  }
+  if (alts.some((s) => s.additionalProperties && typeof s.additionalProperties === "object")) return [];
+  const out: string[] = [];
+  for (const [k, x] of Object.entries(doc as Record<string, unknown>)) {
+    const sub = alts.map((s) => s.properties?.[k]).filter(Boolean);
+    const path = at ? `${at}.${k}` : k;
+    if (!sub.length) out.push(path);
+    else {
+      const deeper = sub.map((s) => unlistedKeys(s, x, path));
+      out.push(...(deeper.find((d) => d.length === 0) ?? deeper[0]!));
+    }
+  }
+  return out;
+}

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, watch, writeFileSync 
 import { join } from "node:path";
 import * as v from "valibot";
 import { jsonDocument } from "../../src/format/documents.ts";
-import { DOCUMENTS } from "../../src/format/documents.ts";
+import { DOCUMENTS, jsonSchemaOf } from "../../src/format/documents.ts";
 import { commands } from "../../src/cli/main.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -17,7 +17,7 @@ import { makeHeavyReproducer } from "../heavy-fixture.ts";
 import { DEBOUNCE_MS, isSourceSave, SaveCycles, watchLine, type SaveCycle, type Timers, type WatchEvent } from "../../src/rebuild/watch.ts";
 import { compareTimings } from "../../src/replay/stats.ts";
 import { writeInCapture } from "../../src/format/paths.ts";
-import { makeCapture, tempDir } from "./fixtures.ts";
+import { makeCapture, tempDir, unlistedKeys } from "./fixtures.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 
@@ -272,6 +272,8 @@ describe("watch lines", () => {
       expect(Object.keys(doc)[0]).toBe("schema");
       const ok = v.safeParse(DOCUMENTS["validate-watch"], doc);
       expect(ok.success, JSON.stringify(ok.issues)).toBe(true);
+      // every field the line carries is in the published schema (a harness may validate with additionalProperties false)
+      expect(unlistedKeys(jsonSchemaOf("validate-watch"), doc)).toEqual([]);
     }
   });
 });
@@ -510,6 +512,9 @@ describe.skipIf(!NVCC)("the watch loop on a real CUDA reproducer (nvcc; ./watch-
       expect(lines).toHaveLength(5);
       expect(lines[4]).toMatchObject({ event: "verdict", verdict: "match", builder: "pruned" });
       expect(lines[4].buildSteps.incremental).toBe(true);
+      // the real lines, the incremental preprocessing's steps among them, carry only fields the published schema lists
+      const schema = jsonSchemaOf("validate-watch");
+      expect(lines.flatMap((l) => unlistedKeys(schema, { schema: "kerncap.validate-watch/1", ...l }))).toEqual([]);
       expect(w.err()).toContain("a save came while lib/ops.cuh was rebuilt: that build stopped");
       p.kill("SIGINT");
       expect(await p.exited).toBe(130);
