@@ -20,7 +20,7 @@ export function errorsMarkdown(): string {
     "",
     "Every error kerncap reports carries one of these codes: in the `error` document of `--json`",
     "(`{ error: { code, message, hint } }`, and `details` where the error has structured facts:",
-    "tune's `configs`, each config's build), in a `validate --watch --json` error line, and as the",
+    "tune's `configs`, each config's build, and its `warnings`, what it said on stderr before the configs ran), in a `validate --watch --json` error line, and as the",
     "`code` of a `check` or `eval` record; on stderr kerncap prints the code and the message",
     "(`ERROR  E_NO_GPU: …`) and, under it, the hint. The codes are stable (scripts match on them).",
     "The exit status is the process's when the error ends a verb (a MISMATCH is exit 1 and no",

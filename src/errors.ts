@@ -105,6 +105,19 @@ const SYSCALL_VERBS: Record<string, string> = {
 };
 
 /**
+ * `e` with `more` added to its details when it is a KerncapError (a new error of the same code,
+ * message, hint and exit status: details are read-only), so that what the verb said on stderr
+ * before it failed (its warnings) reaches a --json reader too; anything else as it is.
+ * @returns the error to throw
+ */
+export function withDetails(e: unknown, more: Record<string, unknown>): unknown {
+  if (!(e instanceof KerncapError)) return e;
+  const x = new KerncapError(e.code, e.message, { hint: e.hint, details: { ...e.details, ...more }, cause: e.cause, exitCode: e.exitCode } as never);
+  x.stack = e.stack;
+  return x;
+}
+
+/**
  * `e` with `path` recorded when it is a system error that names none (writeSync's ENOSPC, EFBIG
  * carry no path: the message would say "while writing the output"); anything else as it is.
  * @returns e, for `throw withPath(e, p)`

@@ -358,6 +358,8 @@ export const DOCUMENTS = {
     /** The winner to paste: Triton's triton.Config(…) line; CUDA's nvcc flags ("" for build.sh's own; null when the app's build won); null when none matched. */
     paste: v.nullable(v.string()),
     seconds: v.object({ compile: N, replay: N }),
+    /** What tune warned of on stderr before the configs ran (a swept macro no source names, a Triton option swept as a macro); absent when nothing. On an error: error.details.warnings. */
+    warnings: v.optional(v.array(v.string())),
   }),
   judge: v.object({
     ...id("judge"),
@@ -508,7 +510,7 @@ export const DOCUMENTS = {
       code: v.string(),
       message: v.string(),
       hint: v.nullable(v.string()),
-      /** Structured facts behind the message where the error has them: tune's `configs`, each config's build (label, build: built | compile-error | layout-change | error | not built, registers, error). */
+      /** Structured facts behind the message where the error has them: tune's `configs`, each config's build (label, build: built | compile-error | layout-change | error | not built, registers, error), and its warnings (what it said on stderr before the configs ran). */
       details: v.optional(v.record(v.string(), v.unknown())),
     }),
   }),

@@ -390,6 +390,8 @@ export interface TuneResult<C = TuneConfig> {
   paste: string | null;
   /** Wall time (s): the compiles, the replay (restore, checks, timing). */
   seconds: { compile: number; replay: number };
+  /** What tune warned of on stderr before the configs ran (a swept macro no source names …); absent when nothing. */
+  warnings?: string[];
 }
 
 /**

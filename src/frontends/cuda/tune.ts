@@ -13,7 +13,7 @@
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { isKerncapError, KerncapError } from "../../errors.ts";
+import { isKerncapError, KerncapError, withDetails } from "../../errors.ts";
 import { cubinKernelRegisters } from "../../codeobj/cubin.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
 import { openCapture } from "../../format/capture-dir.ts";
@@ -123,13 +123,19 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     throw new KerncapError("E_FRONTEND", `${dir} is a ${m.kernel.frontend} capture, not a CUDA one`, { hint: "kerncap tune sweeps CUDA and Triton captures." });
   const swept = parseCudaSpace(o.space); // usage errors before anything runs
   const tritonWords = [...new Set(swept.flatMap((c) => Object.keys(c.defines)))].filter((n) => (OPTION_NAMES as readonly string[]).includes(n));
+  // what is said on stderr is in the document too (`warnings`; an error's details.warnings)
+  const warnings: string[] = [];
+  const warn = (text: string) => {
+    warnings.push(text);
+    log.warn(text);
+  };
   if (tritonWords.length)
-    log.warn(
+    warn(
       `${tritonWords.join(", ")}: Triton's compile option${tritonWords.length > 1 ? "s" : ""}, but this is a CUDA capture: swept as the macro${tritonWords.length > 1 ? "s" : ""} ${tritonWords.map((n) => `-D${n}`).join(", ")}`,
     );
   const unused = unusedMacros(dir, [...new Set(swept.flatMap((c) => Object.keys(c.defines)))]);
   if (unused.length)
-    log.warn(
+    warn(
       `${unused.map((n) => `-D${n}`).join(", ")}: no source under src/ names ${unused.length > 1 ? "them" : "it"}; every value builds the same kernel (a macro to sweep is one the source reads, defined under #ifndef)`,
     );
   if (!existsSync(join(dir, "build.sh"))) {
@@ -160,17 +166,21 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   let failed = 0;
   let ended = 0;
   const t0 = performance.now();
-  const e = await o.evaluate(dir, items, {
-    ...o,
-    onBuild: (i, x) => {
-      const label = items[i]!.label;
-      if ("error" in x) {
-        failed++;
-        log.warn(`${label}: does not build: ${x.error.split("\n").slice(0, 6).join("\n  ")}`);
-      } else log.info(`${label}: built (${x.registers ?? "?"} registers/thread, ${x.seconds.toFixed(1)} s)`);
-      if (++ended === configs.length) log.info(`${configs.length} builds in ${((performance.now() - t0) / 1000).toFixed(1)} s (${failed} failed)`);
-    },
-  });
+  const e = await o
+    .evaluate(dir, items, {
+      ...o,
+      onBuild: (i, x) => {
+        const label = items[i]!.label;
+        if ("error" in x) {
+          failed++;
+          log.warn(`${label}: does not build: ${x.error.split("\n").slice(0, 6).join("\n  ")}`);
+        } else log.info(`${label}: built (${x.registers ?? "?"} registers/thread, ${x.seconds.toFixed(1)} s)`);
+        if (++ended === configs.length) log.info(`${configs.length} builds in ${((performance.now() - t0) / 1000).toFixed(1)} s (${failed} failed)`);
+      },
+    })
+    .catch((err: unknown) => {
+      throw warnings.length ? withDetails(err, { warnings }) : err;
+    });
   const plainBuilt = e.built[0];
   const rows: TuneRow<CudaConfig>[] = [{ ...e.captured(plain, "captured module"), registers: moduleRegisters(capturePath(dir, m.module.file), m) }];
   for (const [i, c] of configs.entries()) {
@@ -197,6 +207,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     winner,
     paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null,
     seconds: e.seconds,
+    ...(warnings.length ? { warnings } : {}),
   };
 }
 

@@ -134,6 +134,11 @@ describe.skipIf(!NVCC)("tune (CUDA): each config built by the reproducer's build
     const err = p.stderr.toString();
     expect(err).toMatch(/5 builds in .* \(1 failed\)/);
     expect(err).toContain("num_warps: Triton's compile option, but this is a CUDA capture: swept as the macro -Dnum_warps");
+    // what was said on stderr before the configs ran is in the error document too (a harness reads only stdout)
+    expect(doc.error.details.warnings).toEqual([
+      "num_warps: Triton's compile option, but this is a CUDA capture: swept as the macro -Dnum_warps",
+      expect.stringContaining("-Dnum_warps: no source under src/ names it"),
+    ]);
     // which configs built and which did not is said before the replay refuses: a machine without a GPU learns it too
     expect(err).toMatch(/build\.sh: built \(\d+ registers\/thread/);
     expect(err).toMatch(/BROKEN=1.*: does not build: .*BROKEN is defined/);
