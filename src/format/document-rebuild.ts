@@ -11,24 +11,40 @@ import * as v from "valibot";
  * the pruning, cicc and ptxas; the whole TU's gcc -E (always run: beside an incremental one, it verifies it).
  */
 export const BuildSteps = v.object({
+  /** build.sh --dryrun: nvcc's plan of the build (ms; 0 when the plan was reused). */
   planMs: v.number(),
+  /** gcc -E until the compiled TU was there (ms; incremental: only what follows the edit). */
   preprocessMs: v.number(),
+  /** The pruning of the TU to the kernel's declarations (ms). */
   pruneMs: v.number(),
+  /** cicc and ptxas on the pruned TU (ms). */
   compileMs: v.number(),
   /** The wait before the compile for the burst of file events to be quiet (the watch's; src/rebuild/watch.ts). */
   quietWaitMs: v.optional(v.number()),
+  /** Whether the incremental preprocessing made the compiled TU. */
   incremental: v.optional(v.boolean()),
+  /** The whole TU's gcc -E, always run (beside an incremental one, it verifies it) (ms). */
   fullPreprocessMs: v.optional(v.number()),
-  /** The incremental preprocessing's own steps (ms; src/frontends/cuda/fast-build.ts speculate, present when it ran): the sources read, the previous gcc -E output parsed, the changed lines found, the synthetic TU planned, its gcc -E started and awaited, the pruner's state restored, the TU assembled, pruned and written. */
+  // the incremental preprocessing's own steps (ms; src/frontends/cuda/fast-build.ts speculate), present when it ran
+  /** The incremental preprocessing: the sources read (ms). */
   readSourcesMs: v.optional(v.number()),
+  /** The incremental preprocessing: the previous gcc -E output parsed (ms). */
   parseBaseMs: v.optional(v.number()),
+  /** The incremental preprocessing: the changed lines found (ms). */
   changedMs: v.optional(v.number()),
+  /** The incremental preprocessing: the synthetic TU planned (ms). */
   planIncrementalMs: v.optional(v.number()),
+  /** The incremental preprocessing: the synthetic TU's gcc -E started (ms). */
   startGccEMs: v.optional(v.number()),
+  /** The incremental preprocessing: the pruner's state restored (ms). */
   restorePrunerMs: v.optional(v.number()),
+  /** The incremental preprocessing: the synthetic TU's gcc -E awaited (ms). */
   awaitGccEMs: v.optional(v.number()),
+  /** The incremental preprocessing: the TU assembled from the previous output and the new lines (ms). */
   assembleMs: v.optional(v.number()),
+  /** The incremental preprocessing: the assembled TU pruned (ms). */
   pruneTextMs: v.optional(v.number()),
+  /** The incremental preprocessing: the pruned TU written (ms). */
   writePrunedMs: v.optional(v.number()),
 });
 

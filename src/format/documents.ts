@@ -12,6 +12,7 @@ import { CheckRecord } from "./check-record.ts";
 import { EVAL_VERDICTS, EvalRecord } from "./eval-record.ts";
 import { CaptureSet } from "./capture-set.ts";
 import { toJsonSchema } from "@valibot/to-json-schema";
+import { describeFields, TITLES } from "./schema-text.ts";
 import * as v from "valibot";
 import { Manifest, ProcessIdentity } from "./manifest.ts";
 import { JUDGE_SCHEMA, JudgeFile } from "./judge-file.ts";
@@ -571,6 +572,7 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
             : undefined;
   if (!s) return undefined;
   const js = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
+  describeFields(js, name);
   const frontend = (js.properties as { kernel?: { properties?: { frontend?: Record<string, unknown> } } } | undefined)?.kernel?.properties?.frontend;
   if (name === "manifest" && frontend && frontends.length) frontend.enum = [...frontends];
   const tuned = (js.properties as { frontend?: Record<string, unknown> } | undefined)?.frontend;
@@ -582,20 +584,3 @@ export function jsonSchemaOf(name: string, frontends: readonly string[] = []): R
     title: TITLES[name] ?? `kerncap ${name} --json`,
   };
 }
-
-/** Titles of the schemas that are not `kerncap VERB --json`'s document. */
-const TITLES: Record<string, string> = {
-  manifest: "kerncap capture manifest (kerncap.json)",
-  "capture-set": "index of a folder of several captures (kerncap-captures.json)",
-  "judge-settings": "a capture's judging settings (kerncap-judge.json, written by kerncap judge)",
-  "validate-watch": "kerncap validate --watch --json (one document per line)",
-  "validate-build": "kerncap validate --build-only --json (the rebuild alone, no replay)",
-  "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",
-  "eval-record": "one candidate on one input: a line of kerncap eval's --jsonl file and of its --json output",
-  error: "kerncap VERB --json when the verb fails (exit 2)",
-  file: "kerncap mcp tool read_file",
-  files: "kerncap mcp tool list_files",
-  edit: "kerncap mcp tool edit_file",
-  version: "kerncap --version --json",
-  eval: "kerncap eval --json: its last line (the lines before it are eval-record documents, one per candidate and input)",
-};

@@ -1,0 +1,34 @@
+/**
+ * The published JSON Schemas carry each field's description (src/format/schema-descriptions.json,
+ * made from the valibot schemas' doc comments by scripts/make-schema-descriptions.ts and set by
+ * jsonSchemaOf): a harness or an agent reading `kerncap schema NAME` or an MCP tool's output schema
+ * learns what a field means, its unit and direction, without the docs.
+ */
+import { expect, test } from "bun:test";
+import { join } from "node:path";
+import { jsonSchemaOf } from "../../../src/format/documents.ts";
+
+const ROOT = join(import.meta.dir, "../../..");
+
+test("schema-descriptions.json is what the schemas' doc comments make now (run scripts/make-schema-descriptions.ts after a schema change)", () => {
+  const p = Bun.spawnSync([process.execPath, join(ROOT, "scripts/make-schema-descriptions.ts"), "--check"], { stderr: "pipe" });
+  expect(p.stderr.toString()).toBe("");
+  expect(p.exitCode).toBe(0);
+}, 60_000);
+
+test("a field's doc comment is its JSON Schema description: through nullable, arrays, spreads of shared parts, and the manifest", () => {
+  const rec = jsonSchemaOf("eval-record") as any;
+  const timing = rec.properties.timing.anyOf.find((x: any) => x.type === "object");
+  expect(timing.properties.speedup.description).toContain("above 1, the candidate is faster");
+  expect(rec.properties.input.description).toStartWith("The input's identity");
+  // the developers' pointers into the source are left out of what a reader sees
+  expect(JSON.stringify(rec)).not.toContain("src/eval/");
+  const ev = jsonSchemaOf("eval") as any;
+  expect(ev.properties.candidates.items.properties).toBeDefined();
+  expect(ev.properties.results.description).toContain("--jsonl results file");
+  const watch = jsonSchemaOf("validate-watch") as any;
+  expect(watch.properties.buildSteps.properties.parseBaseMs.description).toContain("incremental preprocessing");
+  const m = jsonSchemaOf("manifest") as any;
+  const described = JSON.stringify(m).match(/"description"/g)?.length ?? 0;
+  expect(described).toBeGreaterThan(20);
+});
