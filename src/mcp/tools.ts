@@ -9,6 +9,7 @@
  */
 import type { ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonSchema } from "@valibot/to-json-schema";
+import { describeFields } from "../format/schema-text.ts";
 import { availableParallelism } from "node:os";
 import * as v from "valibot";
 import { DOCUMENTS, type DocumentName } from "../format/documents.ts";
@@ -441,9 +442,14 @@ export function toolSchema(s: v.GenericSchema): Record<string, unknown> {
   return js;
 }
 
-/** A tool's outputSchema: its document, or the error document (what every tool returns with isError). */
+/** A tool's outputSchema: its document, or the error document (what every tool returns with isError), each field with its description (src/format/schema-text.ts). */
 export function outputSchema(doc: DocumentName): { type: "object"; [k: string]: unknown } {
-  return { type: "object", anyOf: [toolSchema(DOCUMENTS[doc]), toolSchema(DOCUMENTS.error)] };
+  const described = (name: DocumentName) => {
+    const js = toolSchema(DOCUMENTS[name]);
+    describeFields(js, name);
+    return js;
+  };
+  return { type: "object", anyOf: [described(doc), described("error")] };
 }
 
 /**

@@ -7,6 +7,7 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { jsonSchemaOf } from "../../../src/format/documents.ts";
+import { outputSchema } from "../../../src/mcp/tools.ts";
 
 const ROOT = join(import.meta.dir, "../../..");
 
@@ -31,4 +32,11 @@ test("a field's doc comment is its JSON Schema description: through nullable, ar
   const m = jsonSchemaOf("manifest") as any;
   const described = JSON.stringify(m).match(/"description"/g)?.length ?? 0;
   expect(described).toBeGreaterThan(20);
+});
+
+test("an MCP tool's output schema carries the same descriptions (what an agent reads in tools/list)", () => {
+  const out = outputSchema("eval") as any;
+  const doc = out.anyOf[0];
+  expect(doc.properties.results.description).toContain("--jsonl results file");
+  expect(out.anyOf[1].properties.error).toBeDefined();
 });
