@@ -14,8 +14,8 @@
  * Newlines and tabs are kept (a multi-line message, a script shown whole) unless `oneLine`, which
  * shows them as \n, \t (a name inside one line of output).
  * The log (src/log.ts) runs every string it prints through it; the CLI's text printer too
- * (src/cli/args.ts printText). JSON documents are not escaped: JSON.stringify escapes C0 and they
- * are data.
+ * (src/cli/args.ts printText). JSON documents on stdout go through jsonText: the same characters as
+ * JSON escapes (\uNNNN), so the text a terminal shows is inert and the value a parser reads is the same.
  */
 
 /**
@@ -54,4 +54,23 @@ export function escapeBidi(text: string): string {
 /** `text` with every control character, format character and line separator escaped (see above); `oneLine`: newlines and tabs too. */
 export function escapeForTerminal(text: string, o: { oneLine?: boolean } = {}): string {
   return text.replace(o.oneLine ? ONE_LINE : KEEP_LINES, escaped);
+}
+
+/** DEL, C1, format characters and line separators: what JSON.stringify leaves raw that a terminal may act on. */
+const JSON_RAW = new RegExp(`[\x7f-\x9f${INVISIBLE}]`, "gu");
+
+/**
+ * JSON.stringify(value, null, indent), with every DEL, C1 control, format character (bidi
+ * overrides, zero-width ones, tags), default-ignorable code point and line separator written as a
+ * JSON escape (\uNNNN; a pair of them past U+FFFF): a document printed on a terminal can't act on
+ * it (U+009B is a CSI on some terminals, U+202E reverses what follows), and a JSON parser reads the
+ * same value. (JSON.stringify escapes C0 itself.) The writer of kerncap's documents on stdout.
+ */
+export function jsonText(value: unknown, indent?: number): string {
+  return JSON.stringify(value, null, indent).replace(JSON_RAW, (c) =>
+    [...c]
+      .flatMap((x) => (x.length === 2 ? [x.charCodeAt(0), x.charCodeAt(1)] : [x.charCodeAt(0)]))
+      .map((u) => `\\u${u.toString(16).padStart(4, "0")}`)
+      .join(""),
+  );
 }

@@ -3,7 +3,7 @@ import { writeSync } from "node:fs";
 import type { ArgsDef } from "citty";
 import { libc } from "../native/libc.ts";
 import { KerncapError } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, jsonText } from "../escape.ts";
 import { jsonDocument, type DocumentName } from "../format/documents.ts";
 import { elementType, unknownElementType } from "../replay/tolerance.ts";
 import { floatArg } from "../replay/tolerance-plan.ts";
@@ -108,17 +108,17 @@ export function optionAsTyped(rawArgs: string[], names: string[]): string | unde
  * src/format/documents.ts; `kerncap schema VERB` prints its JSON Schema). The one writer of documents.
  */
 export function printJson(name: DocumentName, doc: object): void {
-  writeData(JSON.stringify(jsonDocument(name, doc), null, 2) + "\n");
+  writeData(jsonText(jsonDocument(name, doc), 2) + "\n");
 }
 
 /** One document on one line (JSON Lines: a stream of documents, e.g. `validate --watch --json`), with its schema id first. */
 export function printJsonLine(name: DocumentName, doc: object): void {
-  writeData(JSON.stringify(jsonDocument(name, doc)) + "\n");
+  writeData(jsonText(jsonDocument(name, doc)) + "\n");
 }
 
 /** One JSON line on the data channel that is no document (a protocol's message: `check --worker`, src/check/worker.ts). */
 export function writeDataLine(message: object): void {
-  writeData(JSON.stringify(message) + "\n");
+  writeData(jsonText(message) + "\n");
 }
 
 /**

@@ -377,6 +377,10 @@ describe("untrusted text never reaches a terminal raw", () => {
     expect(text.stdout.toString() + text.stderr.toString()).not.toMatch(RAW_CONTROLS);
     const json = run("--json");
     expect(JSON.parse(json.stdout.toString()).captures[0].kernel).toBe(HOSTILE_TEXT);
+    // the document's text holds no C1, bidi override or line separator raw (JSON.stringify escapes only C0): a terminal shows it inert
+    expect(json.stdout.toString()).not.toMatch(RAW_CONTROLS);
+    expect(json.stdout.toString()).not.toMatch(RAW_INVISIBLE);
+    expect(json.stdout.toString()).toContain("\\u009b31m\\u202eexe.txt\\u2028");
   });
 
   test("on a terminal (consola's fancy reporter) a name's backquotes and underscores show as written, not as colour", () => {
