@@ -11,7 +11,7 @@ import { isTempName } from "../leftovers.ts";
 import { EXPORT_FILE } from "./file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
-import { describeJsonError } from "./json-position.ts";
+import { describeJsonError, JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
 import { capturePath, MANIFEST_MAX_BYTES, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
 
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
@@ -176,6 +176,11 @@ export function readManifest(dir: string): Manifest {
     });
   }
   const text = bytes.toString("utf8");
+  const depth = jsonDepth(text);
+  if (depth > JSON_MAX_DEPTH)
+    throw new KerncapError("E_MANIFEST", `${path} nests ${depth} levels deep (a manifest kerncap writes nests fewer than ${JSON_MAX_DEPTH})`, {
+      hint: "This is not a manifest kerncap wrote: a damaged or crafted capture. Capture again, or ask its sender for the capture as kerncap wrote it.",
+    });
   let json: unknown;
   try {
     json = JSON.parse(text);

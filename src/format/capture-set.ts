@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
-import { describeJsonError } from "./json-position.ts";
+import { describeJsonError, JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
 import { MANIFEST_MAX_BYTES, readInCapture } from "./paths.ts";
 
 export const CAPTURE_SET_FILE = "kerncap-captures.json";
@@ -39,6 +39,10 @@ export function readCaptureSet(dir: string): CaptureSet | undefined {
   if (!bytes) return undefined;
   let json: unknown;
   const text = bytes.toString("utf8");
+  if (jsonDepth(text) > JSON_MAX_DEPTH)
+    throw new KerncapError("E_MANIFEST", `${path} nests ${jsonDepth(text)} levels deep (an index kerncap writes nests fewer than ${JSON_MAX_DEPTH})`, {
+      hint: "The capture set's index is damaged or crafted; give one capture folder inside it, or capture again.",
+    });
   try {
     json = JSON.parse(text);
   } catch (e) {

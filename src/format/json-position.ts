@@ -114,3 +114,29 @@ export function describeJsonError(text: string): string {
     ? `truncated: it ends inside a value, at line ${p.line}, column ${p.column} (${Buffer.byteLength(text)} bytes)`
     : `at line ${p.line}, column ${p.column}`;
 }
+
+/**
+ * The deepest nesting of objects and arrays in a JSON text (0 for a scalar), counted on the text
+ * (brackets outside strings), so that a document too deep for a recursive reader (a received
+ * manifest with 100 000 nested objects overflowed the stack of pack's walk) is refused before
+ * anything walks it. Linear in the text; any text (valid JSON or not) gets a number.
+ */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // a backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) deepest = Math.max(deepest, ++depth);
+    else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return deepest;
+}
+
+/** The deepest nesting any JSON file kerncap reads from a capture, an archive or a results file may have (kerncap's own documents reach about 8). */
+export const JSON_MAX_DEPTH = 64;

@@ -22,6 +22,7 @@ import { checkUnpackBounds } from "./unpack-bounds.ts";
 import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
 import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
 import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, type CdEntry } from "./zip.ts";
+import { JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
 import {
   type ArchiveProgress,
   assertOutputPath,
@@ -119,8 +120,10 @@ async function jsonEntry(archive: string, fd: number, e: CdEntry, what: string):
   if (e.usize > 64 << 20) throw bad(archive, `${what} is ${e.usize} bytes`);
   const parts: Uint8Array[] = [];
   await streamEntry(archive, fd, e, e.usize, (c) => parts.push(c.slice()), noTick);
+  const text = new TextDecoder().decode(Buffer.concat(parts));
+  if (jsonDepth(text) > JSON_MAX_DEPTH) throw bad(archive, `${what} nests ${jsonDepth(text)} levels deep (kerncap's own nest fewer than ${JSON_MAX_DEPTH})`);
   try {
-    return JSON.parse(new TextDecoder().decode(Buffer.concat(parts)));
+    return JSON.parse(text);
   } catch (err) {
     throw bad(archive, `${what} is not JSON: ${(err as Error).message}`);
   }

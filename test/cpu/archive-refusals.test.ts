@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "nod
 import { join } from "node:path";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture, PACK_INDEX, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
+import { readManifest } from "../../src/format/capture-dir.ts";
 import { checkUnpackBounds, FREE_MARGIN_BYTES, freeBytes } from "../../src/format/unpack-bounds.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 import { extraField, rawZip, readRawZip, storedEntry, unicodePathField, type RawEntry } from "./zip-fixture.ts";
@@ -188,6 +189,24 @@ describe("unpack refuses", () => {
     const e = await refusal(() => unpackArchive(a.write(list, { ...a.index, files }), a.out));
     expect(e.message).toContain(`kernel/params.bin would be ${1 << 20} bytes; the manifest says 12`);
     expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("a manifest nested 100 000 levels deep (pack's walk of it once overflowed the stack: internal error); a capture folder holding one is refused too", async () => {
+    const a = await packed();
+    const man = a.entries.find((e) => e.name === "cap/kerncap.json")!;
+    const text = new TextDecoder().decode(man.method === 8 ? Bun.inflateSync(man.data as Uint8Array<ArrayBuffer>) : man.data);
+    const deep = `${text.trimEnd().slice(0, -1)}, "x": ${'{"a":'.repeat(100_000)}1${"}".repeat(100_000)}}`;
+    const files = a.index.files.map((f) => (f.path === "kerncap.json" ? { ...f, size: Buffer.byteLength(deep) } : f));
+    const list = a.entries.map((e) => (e === man ? storedEntry(e.name, deep) : e));
+    const e = await refusal(() => unpackArchive(a.write(list, { ...a.index, files }), a.out));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain("kerncap.json nests 100001 levels deep");
+    expect(onlyArchives(a.root)).toEqual([]);
+    // the same manifest in a folder: every reader refuses it with E_MANIFEST, none walks it
+    writeFileSync(join(a.root, "cap", "kerncap.json"), deep);
+    const m = await refusal(async () => readManifest(join(a.root, "cap")));
+    expect(m.code).toBe("E_MANIFEST");
+    expect(m.message).toContain("nests 100001 levels deep");
   });
 
   test("a deflated entry declaring more bytes than deflate can give from its compressed ones", async () => {

@@ -43,3 +43,19 @@ describe("jsonErrorPosition", () => {
     expect(describeJsonError("[1, 2]")).toBe("");
   });
 });
+
+describe("jsonDepth", () => {
+  test("counts brackets outside strings only: escaped quotes, brackets in strings, scalars", async () => {
+    const { jsonDepth } = await import("../../../src/format/json-position.ts");
+    expect(jsonDepth("1")).toBe(0);
+    expect(jsonDepth('{"a":[1,{"b":[]}]}')).toBe(4);
+    expect(jsonDepth('{"a":"[[[{{{\\"]]]"}')).toBe(1);
+    expect(jsonDepth(`${"[".repeat(1000)}${"]".repeat(1000)}`)).toBe(1000);
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        const depth = (x: unknown): number => (x !== null && typeof x === "object" ? 1 + Math.max(0, ...Object.values(x as object).map(depth)) : 0);
+        return jsonDepth(JSON.stringify(v)) === depth(v);
+      }),
+    );
+  });
+});
