@@ -17,7 +17,10 @@
  *       --hide: first make the namespace tree: a user namespace mapping the caller's uid and gid
  *       to themselves, a mount namespace whose root is an empty tmpfs with each --ro path bound
  *       read-only and each --rw path bound writable at its own path (the links on the way to it
- *       made again), the working folder kept; no /proc, /sys or /dev but what is named.
+ *       made again), the working folder kept; no /proc, /sys or /dev but what is named; and a PID
+ *       namespace: PROGRAM runs under a small init (pid 1 of it) that forwards the signals kerncap
+ *       sends and reaps orphans, and when PROGRAM ends every process it left (a `setsid cmd &`)
+ *       is killed with the namespace, as it is when kerncap-confine itself is killed.
  *       PROGRAM (found on PATH as execvp finds it) may then read and execute files only beneath
  *       the --ro and --rw paths, and write, create, remove and rename only beneath the --rw paths
  *       (a path naming a file grants that file alone); TCP bind and connect are denied (ABI >= 4),
@@ -40,8 +43,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -240,11 +245,12 @@ static int write_text(const char *path, const char *text) {
   return 0;
 }
 
-/* a user namespace mapping the caller's ids to themselves, a private mount namespace, and a network namespace (no interface but its own loopback, down) */
+/* a user namespace mapping the caller's ids to themselves, a private mount namespace, a network namespace (no
+ * interface but its own loopback, down), and a PID namespace for the children (the first one forked is its pid 1) */
 static int enter_namespaces(void) {
   uid_t uid = getuid();
   gid_t gid = getgid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) != 0) return fail_errno("unshare", "(user, mount and network namespace)");
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID) != 0) return fail_errno("unshare", "(user, mount, network and PID namespace)");
   char map[64];
   if (write_text("/proc/self/setgroups", "deny") != 0) return -1;
   snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
@@ -365,6 +371,85 @@ static int restrict_self(int abi, char **args, int n) {
   return 0;
 }
 
+/* the process signals go on to (the init from the outer process, the program from the init) */
+static volatile pid_t forward_to;
+static void forward(int sig) {
+  if (forward_to > 0) kill(forward_to, sig);
+}
+static const int FORWARDED[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+static void forward_signals(int on) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on ? forward : SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  for (size_t k = 0; k < sizeof FORWARDED / sizeof FORWARDED[0]; k++) sigaction(FORWARDED[k], &sa, NULL);
+}
+
+/* end this process as `status` (a wait status) says: the same exit code, or the same signal (no core) */
+static int end_as(int status) {
+  if (WIFSIGNALED(status)) {
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    forward_signals(0);
+    signal(WTERMSIG(status), SIG_DFL);
+    kill(getpid(), WTERMSIG(status));
+    return 128 + WTERMSIG(status);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_SETUP;
+}
+
+/* The program under an init, pid 1 of the PID namespace hide() made: the init forks the program, forwards the signals
+ * it is sent (pid 1 receives only those it handles), reaps the orphans the namespace gets, and when the program ends
+ * hands its wait status to this process and exits, which kills whatever the program left (the namespace ends with
+ * its init). PR_SET_PDEATHSIG and the `alive` pipe kill the init, and so the namespace, when this process dies first
+ * (a SIGKILL kerncap sent). @returns the program's exit code (or this process ends by its signal) */
+static int run_under_init(char **prog) {
+  int alive[2], report[2];
+  if (pipe2(alive, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) return fail_errno("pipe", NULL), EXIT_SETUP;
+  pid_t init = fork();
+  if (init < 0) return fail_errno("fork", NULL), EXIT_SETUP;
+  if (init == 0) {
+    close(alive[1]);
+    close(report[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    char c;
+    fcntl(alive[0], F_SETFL, O_NONBLOCK);
+    if (read(alive[0], &c, 1) == 0) _exit(EXIT_SETUP); /* the outer process died before the death signal was set */
+    pid_t child = fork();
+    if (child < 0) _exit(EXIT_SETUP);
+    if (child == 0) {
+      close(alive[0]);
+      close(report[1]);
+      execvp(prog[0], prog);
+      fprintf(stderr, "kerncap-confine: %s: %s\n", prog[0], strerror(errno));
+      _exit(EXIT_EXEC);
+    }
+    forward_to = child;
+    forward_signals(1);
+    for (;;) {
+      int st;
+      pid_t p = waitpid(-1, &st, 0);
+      if (p == child) {
+        ssize_t w = write(report[1], &st, sizeof st);
+        (void)w;
+        _exit(0);
+      }
+      if (p < 0 && errno != EINTR) _exit(EXIT_SETUP);
+    }
+  }
+  close(alive[0]);
+  close(report[1]);
+  forward_to = init;
+  forward_signals(1);
+  int st = 0, program = 0;
+  while (waitpid(init, &st, 0) < 0)
+    if (errno != EINTR) return fail_errno("waitpid", NULL), EXIT_SETUP;
+  ssize_t n;
+  while ((n = read(report[0], &program, sizeof program)) < 0 && errno == EINTR) {
+  }
+  return end_as(n == (ssize_t)sizeof program ? program : st);
+}
+
 static int usage(void) {
   fprintf(stderr, "usage: kerncap-confine --probe | kerncap-confine [--hide] [--ro PATH]... [--rw PATH]... -- PROGRAM ARG...\n");
   return EXIT_USAGE;
@@ -402,6 +487,7 @@ int main(int argc, char **argv) {
     int rc = restrict_self(abi, argv + first, i - first);
     if (rc) return rc;
   }
+  if (hiding) return run_under_init(prog);
   execvp(prog[0], prog);
   fprintf(stderr, "kerncap-confine: %s: %s\n", prog[0], strerror(errno));
   return EXIT_EXEC;

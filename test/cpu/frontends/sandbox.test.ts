@@ -176,6 +176,46 @@ describe.skipIf(!GXX || !NAMESPACE)("what a sandboxed build cannot do", () => {
   }, 60_000);
 });
 
+describe.skipIf(!GXX || !NAMESPACE)("a sandboxed build leaves no process behind", () => {
+  test("a `setsid cmd &` started by the build is killed when the build ends (PID namespace under an init); the build's exit code is kept", async () => {
+    const tag = `${77000 + Math.floor(Math.random() * 999)}.${process.pid}`;
+    const dir = join(tempDir(), "cap");
+    await gxxCapture(dir, "int k() { return 2; }\n", `(setsid sleep ${tag} </dev/null >/dev/null 2>&1 &)\necho $$ >"$here/build/pid.txt"`);
+    expect(await outcome(dir)).toBe("built");
+    // the build ran in a PID namespace of its own (a pid of a few, below its init, pid 1), and its detached sleep is gone with it
+    expect(Number(readFileSync(join(dir, "build/pid.txt"), "utf8").trim())).toBeLessThan(10);
+    await Bun.sleep(200);
+    const left = Bun.spawnSync(["pgrep", "-f", `sleep ${tag}`])
+      .stdout.toString()
+      .trim();
+    expect(left).toBe("");
+  }, 60_000);
+
+  test("kerncap-confine forwards SIGTERM to the program (exit 143), and its own SIGKILL takes the whole namespace with it", async () => {
+    const confine = join(import.meta.dir, "../../../c/build/kerncap-confine");
+    const roots = ["/usr", "/bin", "/lib", "/lib64"].filter(existsSync).flatMap((p) => ["--ro", p]);
+    const cwd = tempDir();
+    const term = Bun.spawn([confine, "--hide", ...roots, "--rw", cwd, "--", "sleep", "30"], { cwd, stderr: "pipe" });
+    await Bun.sleep(300);
+    term.kill("SIGTERM");
+    expect(await term.exited).toBe(143);
+    const tag = `${78000 + Math.floor(Math.random() * 999)}.${process.pid}`;
+    const killed = Bun.spawn([confine, "--hide", ...roots, "--rw", cwd, "--", "bash", "-c", `(setsid sleep ${tag} </dev/null >/dev/null 2>&1 &); sleep 30`], {
+      cwd,
+      stderr: "pipe",
+    });
+    await Bun.sleep(300);
+    killed.kill("SIGKILL");
+    await killed.exited;
+    await Bun.sleep(300);
+    expect(
+      Bun.spawnSync(["pgrep", "-f", `sleep ${tag}`])
+        .stdout.toString()
+        .trim(),
+    ).toBe("");
+  }, 30_000);
+});
+
 describe.skipIf(!GXX || !NAMESPACE)("a header outside in the sandbox", () => {
   test("an -I folder elsewhere (not the recorded source root) is not there: refused with none of the compiler's messages, the hint saying why", async () => {
     const other = tempDir();
