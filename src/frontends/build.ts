@@ -13,6 +13,7 @@ import { buildChildEnv, reproducerBuildEnv } from "../env.ts";
 import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
+import { readManifest } from "../format/capture-dir.ts";
 import { assertRegularTree, mkdirInCapture, readInCapture, resolveInCapture } from "../format/paths.ts";
 import { requireRenderedBuild } from "../format/rendered.ts";
 import { EXPORT_FILE } from "../format/file-names.ts";
@@ -302,11 +303,14 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   const tmp = privateTempFolder("kerncap-tmp-");
   try {
     // confined: in the sandbox where the kernel has one (./sandbox.ts: a tree of only what the build needs, Landlock),
-    // so that the preprocessor cannot even learn whether a path outside exists; the scan and the list judge it too
-    const confinement = o.confine ? confinementFor(o.confine.kernel.frontend) : undefined;
+    // so that the preprocessor cannot even learn whether a path outside exists; the scan and the list judge it too.
+    // A received capture's build (the sender's source under the build.sh the user trusted) runs in it as well: its
+    // source is compiled with the user's rights, and an #include of a file of the user's would read it (adversary 28)
+    const sandboxed = o.confine ?? (limited ? receivedManifest(dir) : undefined);
+    const confinement = sandboxed ? confinementFor(sandboxed.kernel.frontend) : undefined;
     const run =
-      o.confine && confinement && confinement !== "scan"
-        ? sandboxedArgv(argv, confinement, sandboxPaths({ folder: staged.folder, tmp, recorded: recordedSources(dir, o.confine), env }))
+      sandboxed && confinement && confinement !== "scan"
+        ? sandboxedArgv(argv, confinement, sandboxPaths({ folder: staged.folder, tmp, recorded: recordedSources(dir, sandboxed), env }))
         : argv;
     // the private folder as the working folder: nvcc's LD_LIBRARY_PATH ends in an empty entry (the
     // working folder), so it must hold nothing of the capture's but the copies and src/
@@ -315,6 +319,15 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     return judgeBuildSh(dir, staged, o, ran, { t0, depsFile, limited, tmp, sandboxed: run !== argv });
   } finally {
     rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** The manifest of a received capture whose trusted build runs (runsTrustedCopy), for its sandbox; undefined where it does not read. */
+function receivedManifest(dir: string): Manifest | undefined {
+  try {
+    return readManifest(dir);
+  } catch {
+    return undefined;
   }
 }
 

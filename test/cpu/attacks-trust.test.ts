@@ -9,7 +9,7 @@
  *    folder the user renamed so, built with kerncap's stock build.sh: nothing runs;
  *  - a received Triton capture whose pinned.json names `../.notes/readme.py`: refused, nothing runs.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
 import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
@@ -21,6 +21,7 @@ import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { markReceived } from "../../src/format/received.ts";
 import { buildReproducer, CONFINED_DATA_KIB, CONFINED_FILE_KIB } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
+import { overrideSandboxSupport } from "../../src/frontends/sandbox.ts";
 import { makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
 import { exportOp } from "../../src/ops/export.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
@@ -31,6 +32,7 @@ beforeAll(() => {
   for (const k of ["XDG_STATE_HOME", "PATH", "NVCC"]) saved[k] = process.env[k];
   process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
 });
+afterEach(() => overrideSandboxSupport(undefined));
 afterAll(() => {
   for (const [k, v] of Object.entries(saved)) {
     if (v === undefined) delete process.env[k];
@@ -125,6 +127,7 @@ describe("what runs is what was trusted", () => {
   }, 60_000);
 
   test("a received capture's build runs under the confined build's data-size limit (its source may #include /dev/zero); one made here does not", async () => {
+    overrideSandboxSupport(null); // a machine that cannot make the sandbox (the received build's sandbox: test/cpu/frontends/sandbox.test.ts); its stand-in tools write outside
     const root = tempDir();
     const limitOf = `#!/usr/bin/env bash\nset -euo pipefail\nmkdir -p build\nulimit -d >build/limit\nulimit -f >build/flimit\n: >build/k.o\necho build/k.o\n`;
     const dir = await received(root, limitOf);
@@ -147,6 +150,7 @@ describe("what runs is what was trusted", () => {
   }, 60_000);
 
   test("build.sh rewritten in place while the compiler runs: the appended tail does not run (the build executes a private copy)", async () => {
+    overrideSandboxSupport(null); // a machine that cannot make the sandbox (the received build's sandbox: test/cpu/frontends/sandbox.test.ts); its stand-in tools write outside
     const root = tempDir();
     const started = join(root, "nvcc-started");
     const marker = join(root, "tail-ran");
@@ -339,6 +343,7 @@ describe("the build's folder, outputs and environment hold nothing the capture c
   }, 120_000);
 
   test("the build's working folder holds only the trusted copies, src and a private build/; LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH entries that are empty, relative or in the capture are dropped; KERNCAP_RESULTS_KEY is not passed on", async () => {
+    overrideSandboxSupport(null); // a machine that cannot make the sandbox (the received build's sandbox: test/cpu/frontends/sandbox.test.ts); its stand-in tools write outside
     const root = tempDir();
     const seen = join(root, "seen");
     const dir = await received(root, stockCudaBuildSh(), (made) => {
