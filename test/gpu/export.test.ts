@@ -219,6 +219,16 @@ describe.skipIf(SKIP || !TRITON)("export: a Triton kernel", () => {
     const bad = run(["python3", "repro.py"], fresh, {}, 300_000);
     expect(bad.stdout, bad.stderr).toContain("MISMATCH");
     expect(bad.code).toBe(1);
+    // a damaged data file: repro.py names it and exits 3 before it imports PyTorch, as ./repro does
+    const after = join(fresh, "data/memory/after.bin");
+    const bytes = readFileSync(after);
+    const flipped = Buffer.from(bytes);
+    flipped[flipped.length >> 1]! ^= 0x40;
+    writeFileSync(after, flipped);
+    const damaged = run(["python3", "repro.py"], fresh, {}, 300_000);
+    expect(damaged.stderr).toContain("data/memory/after.bin: bytes ");
+    expect(damaged.code).toBe(3);
+    writeFileSync(after, bytes);
   }, 600_000);
 
   test("a small capture (1024 elements) under TRITON_INTERPRET=1: MATCH", () => {
