@@ -11,7 +11,9 @@
  *  - the template matcher: every template rendered with hostile names is kerncap's own; a line
  *    added, a command changed or a `$(…)` in the flags is not.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { overrideSandboxSupport } from "../../src/frontends/sandbox.ts";
+afterEach(() => overrideSandboxSupport(undefined));
 import { runCommand } from "citty";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -427,6 +429,7 @@ describe("a received capture's build.sh of its own", () => {
   });
 
   test("bash src/tools/gen.sh: the refusal prints gen.sh and lists every file of src/; plain --trust is refused; --trust=DIGEST runs it; gen.sh changed afterwards asks again and never runs", async () => {
+    overrideSandboxSupport(null); // the trust rules on a machine that cannot make the sandbox: its stand-in tools write outside (a received build's sandbox: test/cpu/frontends/sandbox.test.ts)
     const root = tempDir();
     const marker = join(root, "gen-ran");
     const changed = join(root, "changed-gen-ran");
