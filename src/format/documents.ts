@@ -360,6 +360,7 @@ export const DOCUMENTS = {
     list: v.optional(v.array(v.object({ path: v.string(), bytes: U }))),
     /** What the folder holds that the archive leaves out (build/, unpack's mark, an index left by hand, editor temporaries and backups, hidden names under src/), and why. */
     leftOut: v.optional(v.array(v.object({ path: v.string(), why: v.string() }))),
+    /** Every warning pack printed on stderr (WARN), one entry each: files left out, the private facts the archive holds, why the reproducer may not rebuild elsewhere. */
     warnings: v.array(v.string()),
     /** The private facts the manifest in the archive holds (host name, command line, job environment …); [] when redacted. */
     privateFields: v.array(v.string()),
@@ -374,6 +375,7 @@ export const DOCUMENTS = {
     files: U,
     sparseFiles: U,
     bytes: v.object({ files: U, data: U }),
+    /** Every warning unpack printed on stderr (WARN), one entry each: what pack noted, and what --force lost (files, edits, a capture made here). */
     warnings: v.array(v.string()),
     seconds: v.number(),
   }),
@@ -405,9 +407,9 @@ export const DOCUMENTS = {
     }),
     /** Files of the capture's project left out: editor temporaries and backups, hidden names under src/. */
     leftOut: v.array(v.string()),
-    /** Exported src/ files that differ from what the capture wrote ("src/x.cu (edited)", "(added)", "(gone)"): the captured module was not built from them. */
-    changedSources: v.array(v.string()),
-    /** Why the reproducer may not rebuild elsewhere (absolute paths in build.sh, overlay mode …), as pack warns. */
+    /** Exported src/ files that differ from what the capture wrote (path relative to the capture, and how: inspect's reproducer.sources): the captured module was not built from them. */
+    changedSources: v.array(v.object({ path: v.string(), change: v.picklist(["edited", "added", "gone"]) })),
+    /** Every warning the export printed on stderr (WARN), one entry each: changed sources, files left out, why the reproducer may not rebuild elsewhere, judging the programs cannot apply. */
     warnings: v.array(v.string()),
     seconds: N,
   }),
