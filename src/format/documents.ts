@@ -147,6 +147,9 @@ const JudgingSettings = v.object({
   nondeterministic: v.optional(v.boolean()),
 });
 
+/** Judging settings that await acceptance (kerncap judge DIR --accept=DIGEST): the SHA-256 (hex) of the settings file's bytes, and that command. */
+const JudgingAccept = v.object({ digest: v.string(), command: v.string() });
+
 /** valibot schema of each verb's document (and of the error document). */
 export const DOCUMENTS = {
   list: v.object({
@@ -215,8 +218,10 @@ export const DOCUMENTS = {
     integrity: Integrity,
     /** The capture's judging settings (kerncap judge; null: none), or why they cannot be read. */
     judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),
-    /** Whether replays use those settings: a received capture's are the sender's, unused until accepted (kerncap judge DIR --accept). */
+    /** Whether replays use those settings: false with none (judging null) and for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
     judgingUsed: v.optional(v.boolean()),
+    /** Settings that await acceptance (judgingUsed false though there are settings): the SHA-256 of the file's bytes and the command that accepts them; null otherwise. */
+    judgingAccept: v.optional(v.nullable(JudgingAccept)),
     /** The reproducer project: the files to edit and those kerncap generates from them (relative to dir), CUDA's compile flags (assumed or recovered; null for others), and src/ against what the capture wrote (null: the manifest records no digests of it). */
     reproducer: v.optional(
       v.object({
@@ -343,8 +348,12 @@ export const DOCUMENTS = {
     changed: v.boolean(),
     /** Every replay of the capture is judged with these unless its own options say otherwise. */
     settings: JudgingSettings,
-    /** Whether replays use them: false for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
+    /** Whether replays use them: false with none (file null) and for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
     used: v.optional(v.boolean()),
+    /** Settings that await acceptance (used false, file not null): the SHA-256 of the bytes shown and the command that accepts them; null otherwise. */
+    accept: v.optional(v.nullable(JudgingAccept)),
+    /** Every warning judge printed on stderr (WARN), one entry each: settings not used, a --dtype REGION=T that does not fit its region. */
+    warnings: v.optional(v.array(v.string())),
   }),
   pack: v.object({
     ...id("pack"),
