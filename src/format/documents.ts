@@ -422,7 +422,17 @@ export const DOCUMENTS = {
     warnings: v.array(v.string()),
     seconds: N,
   }),
-  doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
+  doctor: v.object({
+    ...id("doctor"),
+    verdict: v.picklist(["ok", "warn", "fail"]),
+    checks: v.array(DoctorCheck),
+    /** Each CUDA device the driver sees (CUDA_VISIBLE_DEVICES applies): ordinal, name, architecture (sm_XY), memory in bytes; [] without a driver or a device. */
+    gpus: v.optional(v.array(v.object({ index: U, name: v.string(), arch: v.string(), memoryBytes: U }))),
+    /** A GPU initialises and a fixed-VA reservation works (replay, validate, check, tune and eval's GPU workers can run here). */
+    canReplay: v.optional(v.boolean()),
+    /** canReplay, CUPTI found, and the built-in capture + replay did not fail (kerncap run can capture here). */
+    canCapture: v.optional(v.boolean()),
+  }),
   check: v.object({
     ...id("check"),
     /** The results file (JSON Lines, one record per capture; null for --merge, and for a shard that holds no capture: nothing written) and the baseline timed against. */

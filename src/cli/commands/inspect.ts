@@ -13,7 +13,15 @@ import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { acceptCommand, describeJudging, judgingAccepted, judgingNotOwn, notUsedNote, readJudgingFile, type JudgeSettings } from "../../replay/judge-settings.ts";
+import {
+  acceptCommand,
+  describeJudging,
+  judgingAccepted,
+  judgingNotOwn,
+  notUsedNote,
+  readJudgingFile,
+  type JudgeSettings,
+} from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { inspectRegion, regionArgs } from "./inspect-region.ts";
