@@ -6,21 +6,16 @@
  */
 import { Inflate } from "fflate";
 import * as v from "valibot";
-import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, lstatSync, mkdirSync, openSync, readSync, rmSync, statSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, statSync, writeSync } from "node:fs";
 import type { Stats } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
-import { log } from "../log.ts";
 import { StopSignals } from "../process-group.ts";
-import { markReceived, RECEIVED_MARK } from "./received.ts";
-import { filesNotIn } from "./files-not-in.ts";
-import { differingFiles, sourceDigests, type FileDigest } from "./source-digests.ts";
-import { JUDGE_FILE } from "./file-names.ts";
+import { markReceived } from "./received.ts";
+import { sayWhatForceLoses } from "./force-losses.ts";
 import { shellPath } from "../util/shell-quote.ts";
-import { readInCapture } from "./paths.ts";
-import { createHash } from "node:crypto";
 import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
@@ -571,38 +566,6 @@ async function writeFiles(
     dataBytes += e.usize;
   }
   return { sparseFiles, filesBytes, dataBytes };
-}
-
-/** The files of a capture a user edits, besides those under src/: what --force over one loses when the archive's differ. */
-const EDITED_FILES = ["build.sh", JUDGE_FILE];
-
-/**
- * Before --force replaces the capture at `dest` with the archive unpacked at `tmp`: one warning for
- * each thing lost (log only: --force is the user's word; `--json` gives them as `warnings`):
- *  - the files the archive does not hold (RECEIVED_MARK aside: it is written again);
- *  - the files under src/ (and build.sh, the judging settings) whose bytes the archive's differ
- *    from: the user's edits (nu10 #8: an edited src/saxpy.cu went without a word);
- *  - a capture that was not itself unpacked (no RECEIVED_MARK): the user's own, made here, which
- *    the archive's copy replaces as a received capture (its build then needs --trust, its judging
- *    settings an acceptance).
- */
-function sayWhatForceLoses(dest: string, tmp: string, idx: PackIndex): void {
-  const some = (list: string[]) => `${list.length} file${list.length === 1 ? "" : "s"}: ${list.slice(0, 10).join(", ")}${list.length > 10 ? ", …" : ""}`;
-  const gone = filesNotIn(dest, new Set([...idx.files.map((f) => f.path), RECEIVED_MARK]));
-  if (gone.length) log.warn(`--force: replacing ${dest} removes ${some(gone).replace(/^(\d+ files?):/, "$1 the archive does not hold:")}`);
-  const archived: FileDigest[] = sourceDigests(tmp, "src");
-  for (const path of EDITED_FILES) {
-    const b = readInCapture(tmp, path, 64 << 20);
-    if (b) archived.push({ path, sha256: createHash("sha256").update(new Uint8Array(b)).digest("hex") });
-  }
-  const { edited } = differingFiles(dest, archived, { under: "src" });
-  if (edited.length)
-    log.warn(`--force: replacing ${dest} loses your edits: the archive holds other bytes for ${some(edited)} (unpack it with -o OTHER to keep both)`);
-  const capture = [MANIFEST_FILE, "kerncap-captures.json"].some((f) => lstatSync(join(dest, f), { throwIfNoEntry: false }));
-  if (capture && !lstatSync(join(dest, RECEIVED_MARK), { throwIfNoEntry: false }))
-    log.warn(
-      `--force: ${dest} was not unpacked from an archive (a capture made here) and is replaced by the archive's copy, a received capture: its build then runs only after --trust and its judging settings only once accepted`,
-    );
 }
 
 /**
