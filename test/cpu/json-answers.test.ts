@@ -11,7 +11,8 @@ import * as v from "valibot";
 import { writeDemo } from "../../src/capture/demo.ts";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
-import { cudaPointee, demangledParams, regionDtypeWarnings } from "../../src/replay/dtype-check.ts";
+import { regionDtypeWarnings } from "../../src/replay/dtype-check.ts";
+import { cudaDeclaredRegionTypes, cudaPointee, demangledParams } from "../../src/frontends/cuda/declared-types.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
@@ -139,18 +140,19 @@ describe("judge --dtype REGION=T that does not fit its region (nu10 #12)", () =>
       params: { layout: [{ index: 0, offset: 0, size: 8 }] },
       regions: [{ va: "0x1000", size: 10 }],
     } as unknown as Manifest;
+    const declared = (mm: Manifest) => (p: Uint8Array) => cudaDeclaredRegionTypes(mm, p);
     // the layout has one parameter, the name two: the signature says nothing; the size does
-    expect(regionDtypeWarnings(m, params, { "0": "fp32" })).toEqual([
+    expect(regionDtypeWarnings(m, params, { "0": "fp32" }, declared(m))).toEqual([
       "--dtype 0=fp32: region [0] is 10 bytes, not a whole number of fp32 elements (4 bytes each): is fp32 its element type?",
     ]);
-    expect(regionDtypeWarnings(m, params, { "0": "u16" })).toEqual([]);
+    expect(regionDtypeWarnings(m, params, { "0": "u16" }, declared(m))).toEqual([]);
     expect(demangledParams("void k<float, 4>(unsigned int const* __restrict__, int)")).toEqual(["unsigned int const* __restrict__", "int"]);
     expect(demangledParams("saxpy(Saxpy const*)")).toEqual(["Saxpy const*"]);
     expect(cudaPointee("unsigned int const* __restrict__")).toBe("u32");
     expect(cudaPointee("Saxpy const*")).toBeUndefined();
     expect(cudaPointee("float**")).toBeUndefined();
     const two = { ...m, params: { layout: [...m.params.layout, { index: 1, offset: 8, size: 4 }] } } as unknown as Manifest;
-    expect(regionDtypeWarnings(two, new Uint8Array([...params, 0, 0, 0, 0]), { "0": "u16" })).toEqual([
+    expect(regionDtypeWarnings(two, new Uint8Array([...params, 0, 0, 0, 0]), { "0": "u16" }, declared(two))).toEqual([
       "--dtype 0=u16: the kernel's signature gives region [0] u32 elements (parameter 0, unsigned int const* __restrict__, points into it); its elements are read as u16, which changes what the tolerance allows",
     ]);
   });

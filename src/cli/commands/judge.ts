@@ -26,7 +26,7 @@ import {
   writeJudging,
   type JudgeSettings,
 } from "../../replay/judge-settings.ts";
-import { regionTypesOf } from "../../frontends/index.ts"; // also the frontend registry: judgingNotOwn (receivedBecause) reads every frontend's run files (src/format/run-files.ts)
+import { declaredRegionTypesOf } from "../../frontends/index.ts"; // also the frontend registry: judgingNotOwn (receivedBecause) reads every frontend's run files (src/format/run-files.ts)
 import { regionDtypeWarnings } from "../../replay/dtype-check.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
@@ -187,7 +187,7 @@ export default defineCommand({
         if (settings.multiset) multisetRegions(m, p, settings.multiset);
         for (const r of Object.keys(settings.dtypes ?? {})) multisetRegions(m, p, [r], "dtype");
         // a type named now that does not fit its region (its size, the signature's type) is said, and stored as given
-        for (const w of regionDtypeWarnings(m, p, given.dtypes ?? {}, regionTypesOf(m))) log.warn(w);
+        for (const w of regionDtypeWarnings(m, p, given.dtypes ?? {}, declaredRegionTypesOf(m))) log.warn(w);
         file = writeJudging(dir, settings) ?? null;
       }
       // settings the user wrote, or accepted as they are: a received capture's replays use them from now on (judgingInEffect)
