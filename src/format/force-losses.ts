@@ -4,9 +4,10 @@
  * here that becomes a received one.
  */
 import { createHash } from "node:crypto";
-import { lstatSync } from "node:fs";
+import { lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { log } from "../log.ts";
+import { shellPath } from "../util/shell-quote.ts";
 import type { PackIndex } from "./archive-common.ts";
 import { JUDGE_FILE, RECEIVED_MARK } from "./file-names.ts";
 import { filesNotIn } from "./files-not-in.ts";
@@ -44,4 +45,18 @@ export function sayWhatForceLoses(dest: string, tmp: string, idx: Pick<PackIndex
     log.warn(
       `--force: ${dest} was not unpacked from an archive (a capture made here) and is replaced by the archive's copy, a received capture: its build then runs only after --trust and its judging settings only once accepted`,
     );
+}
+
+/**
+ * unpack's E_EXISTS hint for `dest`, which exists (`archive` as the user gave it, `name` the folder
+ * asked for or the archive's root): another name first, for a copy beside it, then what --force
+ * does; undefined for an empty folder (nothing to keep: the plain hint).
+ */
+export function keepBesideHint(dest: string, archive: string, name: string): string | undefined {
+  try {
+    if (readdirSync(dest).length === 0) return undefined;
+  } catch {
+    return undefined; // no folder: assertReplaceable says what it is
+  }
+  return `To keep it and unpack a copy beside it, give another name: kerncap unpack ${shellPath(archive)} -o ${shellPath(`${name}-copy`)}. --force replaces ${dest} itself: its own files and edits are lost, and the folder then counts as received (unpacked from an archive).`;
 }

@@ -14,8 +14,7 @@ import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { StopSignals } from "../process-group.ts";
 import { markReceived } from "./received.ts";
-import { sayWhatForceLoses } from "./force-losses.ts";
-import { shellPath } from "../util/shell-quote.ts";
+import { keepBesideHint, sayWhatForceLoses } from "./force-losses.ts";
 import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
@@ -357,13 +356,7 @@ async function unpack(
       );
     const existed = existsSync(dest);
     // a copy beside the original needs another name: the hint says that first (--force replaces the original, its edits with it)
-    if (existed)
-      assertReplaceable(
-        dest,
-        Boolean(opts.force),
-        undefined,
-        `To keep it and unpack a copy beside it, give another name: kerncap unpack ${shellPath(archiveArg)} -o ${shellPath(`${outArg ?? idx.root}-copy`)}. --force replaces ${dest} itself: its own files and edits are lost, and the folder then counts as received (unpacked from an archive).`,
-      );
+    if (existed) assertReplaceable(dest, Boolean(opts.force), undefined, keepBesideHint(dest, archiveArg, outArg ?? idx.root));
     assertOutputPath(dest, "capture folder");
     assertNotNested(dest); // unpacked inside a capture it would be that capture's content, never a capture
     // every check that needs no writing comes first: a refused archive leaves nothing behind
