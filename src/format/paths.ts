@@ -497,7 +497,9 @@ export function refuseExisting(
     });
   }
   if (!force)
-    throw new KerncapError("E_EXISTS", `${path} already exists (${o.found})`, { hint: o.hint ?? `Pass --force to replace it, or choose another ${o.another}.` });
+    throw new KerncapError("E_EXISTS", `${path} already exists (${o.found})`, {
+      hint: o.hint ?? `Pass --force to replace it, or choose another ${o.another}.`,
+    });
 }
 
 /**
