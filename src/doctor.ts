@@ -19,7 +19,9 @@ import { isKerncapError } from "./errors.ts";
 import { libcudaOverride, sandboxOff } from "./env.ts";
 import {
   countDevices,
+  type DeviceInfo,
   describeLibcudaSearch,
+  listDevices,
   driverVersion,
   libcudaCandidates,
   loaderReason,
@@ -407,7 +409,22 @@ function lastError(r: { out: string; err: string }): string {
 }
 
 /** Every check, in order. GPU checks run only when libcuda loads and a device initialises. */
-export async function runDoctor(o: DoctorOptions = {}): Promise<{ verdict: "ok" | "warn" | "fail"; checks: Check[] }> {
+/**
+ * doctor's answer: the verdict over every check, the checks, and the machine answer a scheduler
+ * reads (nu10 #25): `gpus`, each CUDA device the driver sees ([] without libcuda or a device);
+ * `canReplay`, a GPU initialises and a fixed-VA reservation works there (what replay, validate,
+ * check, tune and eval's GPU workers need); `canCapture`, that and CUPTI found, and the built-in
+ * capture + replay did not fail (skipped with --no-capture: not counted).
+ */
+export interface DoctorReport {
+  verdict: "ok" | "warn" | "fail";
+  checks: Check[];
+  gpus: DeviceInfo[];
+  canCapture: boolean;
+  canReplay: boolean;
+}
+
+export async function runDoctor(o: DoctorOptions = {}): Promise<DoctorReport> {
   const env = o.env ?? process.env;
   const checks: Check[] = [];
   const lc = checkLibcuda();
@@ -431,5 +448,15 @@ export async function runDoctor(o: DoctorOptions = {}): Promise<{ verdict: "ok" 
     checks.push({ id: "va-reservation", status: "skip", detail: "no GPU" }, { id: "capture-replay", status: "skip", detail: "no GPU" });
   }
   const verdict = checks.some((c) => c.status === "fail") ? "fail" : checks.some((c) => c.status === "warn") ? "warn" : "ok";
-  return { verdict, checks };
+  const status = (id: string) => checks.find((c) => c.id === id)?.status;
+  let gpus: DeviceInfo[] = [];
+  if (loaded && gpu.status === "ok")
+    try {
+      gpus = listDevices(loaded);
+    } catch {
+      gpus = []; // loaded a moment ago: a driver that no longer loads lists none
+    }
+  const canReplay = gpu.status === "ok" && status("va-reservation") === "ok";
+  const canCapture = canReplay && status("cupti") === "ok" && status("capture-replay") !== "fail";
+  return { verdict, checks, gpus, canCapture, canReplay };
 }

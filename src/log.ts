@@ -54,3 +54,33 @@ export const log = createLog();
 export function setVerbose(on: boolean): void {
   log.level = on ? 4 : 3;
 }
+
+/** The warning lists being filled (collectWarnings): each log.warn's text is added to every one. */
+const warningSinks = new Set<string[]>();
+{
+  const warn = log.warn.bind(log);
+  log.warn = ((...a: unknown[]) => {
+    if (warningSinks.size) {
+      const text = a.map((x) => (x instanceof Error ? x.message : String(x))).join(" ");
+      for (const s of warningSinks) s.push(text);
+    }
+    return warn(...(a as Parameters<typeof warn>));
+  }) as typeof log.warn;
+}
+
+/**
+ * Every warning logged (log.warn) from now until `stop()`, as text (the message as given, not
+ * escaped: a document's reader escapes it): what a verb's `--json` document gives as `warnings`,
+ * so that each WARN line on stderr is also an entry of it.
+ */
+export function collectWarnings(): { list: string[]; stop: () => string[] } {
+  const list: string[] = [];
+  warningSinks.add(list);
+  return {
+    list,
+    stop: () => {
+      warningSinks.delete(list);
+      return list;
+    },
+  };
+}

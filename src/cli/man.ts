@@ -22,7 +22,10 @@ export function roff(s: string): string {
 const EXIT_STATUS: [string, string][] = [
   ["0", "success; the replay matched the application's result"],
   ["1", "mismatch (replay, validate, check: a capture mismatched or got slower; tune: no config matched)"],
-  ["2", "an error, with a message saying what to do (under --json also a kerncap.error/1 document on stdout)"],
+  [
+    "2",
+    "an error, with its code and a message saying what to do (under --json also a kerncap.error/1 document on stdout; check, eval and inspect --verify that found damage print their own document instead, validate --watch --json an error event)",
+  ],
   ["130, 143", "interrupted by SIGINT or SIGTERM (129, 131 for SIGHUP, SIGQUIT)"],
   ["141", "the reader of stdout went away"],
 ];

@@ -62,7 +62,7 @@ import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles,
 import { EXPORT_TEMPLATES } from "./templates.ts";
 import { dataDigests, digestTables } from "./digests.ts";
 import { planProject, type ProjectEntry } from "./project-names.ts";
-import { readmeContext, sayWhatShips, toolchainContext } from "./readme.ts";
+import { readmeContext, sayWhatShips, sourceChangeText, toolchainContext, type SourceChange } from "./readme.ts";
 
 export { assertExportableNames } from "./project-names.ts";
 
@@ -120,9 +120,9 @@ export interface ExportResult {
   leftOut: string[];
   /**
    * The exported src/ files that differ from what the capture wrote (manifest.sources, as inspect
-   * says: "src/x.cu (edited)", "(added)", "(gone)"): the module in data/ was not built from them.
+   * says: {path: "src/x.cu", change: "edited" | "added" | "gone"}): the module in data/ was not built from them.
    */
-  changedSources: string[];
+  changedSources: SourceChange[];
   /** Why the reproducer may not rebuild elsewhere (pack's portabilityWarnings: absolute paths in build.sh …). */
   warnings: string[];
   seconds: number;
@@ -190,7 +190,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     const context = {
       ...readmeContext(m, plan, files, editable, commands, triton, data, judging),
       ...toolchainContext(m, image),
-      changedSources: changedSources.join(", "),
+      changedSources: changedSources.map(sourceChangeText).join(", "),
     };
     renderTemplateDir(templatesFolder("export", EXPORT_TEMPLATES), tmp, context);
     if (!triton) for (const f of ["repro.py", "kcdata.py"]) rmSync(join(tmp, f), { force: true });

@@ -23,13 +23,13 @@ import type { ExportFiles, ExportPlan } from "./plan.ts";
  * (editor temporaries, backups, hidden names under src/), the src/ files that differ from what the
  * capture wrote (sourcesChanged), why the reproducer may not rebuild elsewhere (pack's
  * portabilityWarnings: absolute paths in build.sh, overlay mode).
- * @returns the changed sources ("src/x.cu (edited)") and the portability warnings
+ * @returns the changed sources ({path: "src/x.cu", change: "edited"}) and the portability warnings
  */
-export function sayWhatShips(capDir: string, m: Manifest, leftOut: readonly string[]): { changedSources: string[]; warnings: string[] } {
+export function sayWhatShips(capDir: string, m: Manifest, leftOut: readonly string[]): { changedSources: SourceChange[]; warnings: string[] } {
   if (leftOut.length) log.warn(leftOutLine(leftOut));
   const changedSources = sourcesChanged(capDir, m, leftOut);
   if (changedSources.length) {
-    const named = changedSources.slice(0, 8).map((f) => escapeForTerminal(f, { oneLine: true }));
+    const named = changedSources.slice(0, 8).map((f) => escapeForTerminal(sourceChangeText(f), { oneLine: true }));
     log.warn(
       `src/ differs from the source the captured module was built from: ${named.join(", ")}${changedSources.length > 8 ? ", …" : ""}; the export ships it as it is now (its README.md says so: make run-src builds the edited source, ./repro runs the captured module)`,
     );
@@ -100,9 +100,9 @@ export function readmeContext(
  * The exported src/ files that differ from what the capture wrote (manifest.sources: edited, added,
  * gone, as `kerncap inspect` reads them), the frontend's generated files (CUDA's slice) and the
  * files the export leaves out passed over; [] when the manifest records no digests.
- * @returns "src/x.cu (edited)"-style entries
+ * @returns one entry per file, edited first, then added, then gone
  */
-function sourcesChanged(capDir: string, m: Manifest, leftOut: readonly string[]): string[] {
+function sourcesChanged(capDir: string, m: Manifest, leftOut: readonly string[]): SourceChange[] {
   if (!m.sources) return [];
   let generated: string[] = [];
   try {
@@ -112,8 +112,21 @@ function sourcesChanged(capDir: string, m: Manifest, leftOut: readonly string[])
   }
   const ignore = (p: string) => generated.includes(p) || leftOut.includes(p) || isLeftOutOfSources(p);
   const d = differingFiles(capDir, m.sources, { ignore });
-  return [...d.edited.map((p) => `${p} (edited)`), ...d.added.map((p) => `${p} (added)`), ...d.gone.map((p) => `${p} (gone)`)];
+  return [
+    ...d.edited.map((path) => ({ path, change: "edited" as const })),
+    ...d.added.map((path) => ({ path, change: "added" as const })),
+    ...d.gone.map((path) => ({ path, change: "gone" as const })),
+  ];
 }
+
+/** An exported src/ file that differs from what the capture wrote: its path (relative to the capture, `src/x.cu`) and how (inspect's reproducer.sources lists). */
+export interface SourceChange {
+  path: string;
+  change: "edited" | "added" | "gone";
+}
+
+/** A change as the warning and the README say it: `src/x.cu (edited)`. */
+export const sourceChangeText = (c: SourceChange) => `${c.path} (${c.change})`;
 
 /**
  * The export README's toolchain facts (raw manifest text: the template escapes it): the GPU and

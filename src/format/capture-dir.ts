@@ -265,10 +265,11 @@ export function verifyRegions(dir: string, m: Manifest, onBytes?: (done: number,
  * May `dir` (which exists) be replaced by a new capture? Only with force, and only when it is a
  * kerncap capture folder (kerncap.json of our format) or an empty folder: --force must never
  * delete a source tree or a home folder given by mistake.
- * `another` is how the verb names another output, for the hint (refuseExisting).
+ * `another` is how the verb names another output, for the hint (refuseExisting); `hint`, the hint
+ * when --force would replace it but was not given (unpack's: another name first).
  * @throws KerncapError E_EXISTS saying why not.
  */
-export function assertReplaceable(dir: string, force: boolean, another = "output folder (-o; kerncap writes a new folder there)"): void {
+export function assertReplaceable(dir: string, force: boolean, another = "output folder (-o; kerncap writes a new folder there)", hint?: string): void {
   let isCapture = false;
   let empty = false;
   try {
@@ -287,6 +288,7 @@ export function assertReplaceable(dir: string, force: boolean, another = "output
     why: "is not a kerncap capture",
     replaces: "a previous capture or an empty folder",
     another: another,
+    ...(hint ? { hint } : {}),
   });
 }
 

@@ -148,6 +148,9 @@ const JudgingSettings = v.object({
   nondeterministic: v.optional(v.boolean()),
 });
 
+/** Judging settings that await acceptance (kerncap judge DIR --accept=DIGEST): the SHA-256 (hex) of the settings file's bytes, and that command. */
+const JudgingAccept = v.object({ digest: v.string(), command: v.string() });
+
 /** valibot schema of each verb's document (and of the error document). */
 export const DOCUMENTS = {
   list: v.object({
@@ -216,8 +219,10 @@ export const DOCUMENTS = {
     integrity: Integrity,
     /** The capture's judging settings (kerncap judge; null: none), or why they cannot be read. */
     judging: v.optional(v.nullable(v.union([v.looseObject({ error: v.string() }), v.record(v.string(), v.unknown())]))),
-    /** Whether replays use those settings: a received capture's are the sender's, unused until accepted (kerncap judge DIR --accept). */
+    /** Whether replays use those settings: false with none (judging null) and for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
     judgingUsed: v.optional(v.boolean()),
+    /** Settings that await acceptance (judgingUsed false though there are settings): the SHA-256 of the file's bytes and the command that accepts them; null otherwise. */
+    judgingAccept: v.optional(v.nullable(JudgingAccept)),
     /** The reproducer project: the files to edit and those kerncap generates from them (relative to dir), CUDA's compile flags (assumed or recovered; null for others), and src/ against what the capture wrote (null: the manifest records no digests of it). */
     reproducer: v.optional(
       v.object({
@@ -371,8 +376,12 @@ export const DOCUMENTS = {
     changed: v.boolean(),
     /** Every replay of the capture is judged with these unless its own options say otherwise. */
     settings: JudgingSettings,
-    /** Whether replays use them: false for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
+    /** Whether replays use them: false with none (file null) and for a received capture's (the sender's) until accepted (kerncap judge DIR --accept). */
     used: v.optional(v.boolean()),
+    /** Settings that await acceptance (used false, file not null): the SHA-256 of the bytes shown and the command that accepts them; null otherwise. */
+    accept: v.optional(v.nullable(JudgingAccept)),
+    /** Every warning judge printed on stderr (WARN), one entry each: settings not used, a --dtype REGION=T that does not fit its region. */
+    warnings: v.optional(v.array(v.string())),
   }),
   pack: v.object({
     ...id("pack"),
@@ -388,6 +397,7 @@ export const DOCUMENTS = {
     list: v.optional(v.array(v.object({ path: v.string(), bytes: U }))),
     /** What the folder holds that the archive leaves out (build/, unpack's mark, an index left by hand, editor temporaries and backups, hidden names under src/), and why. */
     leftOut: v.optional(v.array(v.object({ path: v.string(), why: v.string() }))),
+    /** Every warning pack printed on stderr (WARN), one entry each: files left out, the private facts the archive holds, why the reproducer may not rebuild elsewhere. */
     warnings: v.array(v.string()),
     /** The private facts the manifest in the archive holds (host name, command line, job environment …); [] when redacted. */
     privateFields: v.array(v.string()),
@@ -402,6 +412,7 @@ export const DOCUMENTS = {
     files: U,
     sparseFiles: U,
     bytes: v.object({ files: U, data: U }),
+    /** Every warning unpack printed on stderr (WARN), one entry each: what pack noted, and what --force lost (files, edits, a capture made here). */
     warnings: v.array(v.string()),
     seconds: v.number(),
   }),
@@ -433,13 +444,23 @@ export const DOCUMENTS = {
     }),
     /** Files of the capture's project left out: editor temporaries and backups, hidden names under src/. */
     leftOut: v.array(v.string()),
-    /** Exported src/ files that differ from what the capture wrote ("src/x.cu (edited)", "(added)", "(gone)"): the captured module was not built from them. */
-    changedSources: v.array(v.string()),
-    /** Why the reproducer may not rebuild elsewhere (absolute paths in build.sh, overlay mode …), as pack warns. */
+    /** Exported src/ files that differ from what the capture wrote (path relative to the capture, and how: inspect's reproducer.sources): the captured module was not built from them. */
+    changedSources: v.array(v.object({ path: v.string(), change: v.picklist(["edited", "added", "gone"]) })),
+    /** Every warning the export printed on stderr (WARN), one entry each: changed sources, files left out, why the reproducer may not rebuild elsewhere, judging the programs cannot apply. */
     warnings: v.array(v.string()),
     seconds: N,
   }),
-  doctor: v.object({ ...id("doctor"), verdict: v.picklist(["ok", "warn", "fail"]), checks: v.array(DoctorCheck) }),
+  doctor: v.object({
+    ...id("doctor"),
+    verdict: v.picklist(["ok", "warn", "fail"]),
+    checks: v.array(DoctorCheck),
+    /** Each CUDA device the driver sees (CUDA_VISIBLE_DEVICES applies): ordinal, name, architecture (sm_XY), memory in bytes; [] without a driver or a device. */
+    gpus: v.optional(v.array(v.object({ index: U, name: v.string(), arch: v.string(), memoryBytes: U }))),
+    /** A GPU initialises and a fixed-VA reservation works (replay, validate, check, tune and eval's GPU workers can run here). */
+    canReplay: v.optional(v.boolean()),
+    /** canReplay, CUPTI found, and the built-in capture + replay did not fail (kerncap run can capture here). */
+    canCapture: v.optional(v.boolean()),
+  }),
   check: v.object({
     ...id("check"),
     /** The results file (JSON Lines, one record per capture; null for --merge, and for a shard that holds no capture: nothing written) and the baseline timed against. */

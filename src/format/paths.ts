@@ -483,16 +483,23 @@ export function writeInCapture(dir: string, rel: string, data: string | Uint8Arr
  *   folder"), or false when it may not; o.why then says what it is ("is not a kerncap capture").
  * @param o.replaces what --force replaces ("a previous capture or an empty folder").
  * @param o.another how to name another output ("output folder (-o)", "DIR").
+ * @param o.hint the hint when --force may replace it but was not given (default: --force, or another output).
  * @throws KerncapError E_EXISTS; returns only when `force` and `o.found`.
  */
-export function refuseExisting(path: string, force: boolean, o: { found: string | false; why: string; replaces: string; another: string }): void {
+export function refuseExisting(
+  path: string,
+  force: boolean,
+  o: { found: string | false; why: string; replaces: string; another: string; hint?: string },
+): void {
   if (o.found === false) {
     throw new KerncapError("E_EXISTS", `${path} exists and ${o.why}; ${force ? "--force" : "kerncap"} replaces only ${o.replaces}`, {
       hint: `Choose another ${o.another}, or move or remove ${path} yourself if it should go.`,
     });
   }
   if (!force)
-    throw new KerncapError("E_EXISTS", `${path} already exists (${o.found})`, { hint: `Pass --force to replace it, or choose another ${o.another}.` });
+    throw new KerncapError("E_EXISTS", `${path} already exists (${o.found})`, {
+      hint: o.hint ?? `Pass --force to replace it, or choose another ${o.another}.`,
+    });
 }
 
 /**

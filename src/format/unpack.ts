@@ -12,10 +12,9 @@ import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
-import { log } from "../log.ts";
 import { StopSignals } from "../process-group.ts";
-import { markReceived, RECEIVED_MARK } from "./received.ts";
-import { filesNotIn } from "./files-not-in.ts";
+import { markReceived } from "./received.ts";
+import { keepBesideHint, sayWhatForceLoses } from "./force-losses.ts";
 import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
@@ -359,7 +358,8 @@ async function unpack(
         { hint: "Unpack it somewhere else (-o DIR), or move the archive out of that folder first." },
       );
     const existed = existsSync(dest);
-    if (existed) assertReplaceable(dest, Boolean(opts.force));
+    // a copy beside the original needs another name: the hint says that first (--force replaces the original, its edits with it)
+    if (existed) assertReplaceable(dest, Boolean(opts.force), undefined, keepBesideHint(dest, archiveArg, outArg ?? idx.root));
     assertOutputPath(dest, "capture folder");
     assertNotNested(dest); // unpacked inside a capture it would be that capture's content, never a capture
     // every check that needs no writing comes first: a refused archive leaves nothing behind
@@ -577,12 +577,7 @@ function replaceWithTemp(t: PrivateTemp, dest: string, existed: boolean, idx: Pa
       throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, {
         hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o.",
       });
-    // RECEIVED_MARK is written again below, whatever the archive holds: not a file this replacement loses
-    const gone = filesNotIn(dest, new Set([...idx.files.map((f) => f.path), RECEIVED_MARK]));
-    if (gone.length)
-      log.warn(
-        `--force: replacing ${dest} removes ${gone.length} file${gone.length === 1 ? "" : "s"} the archive does not hold: ${gone.slice(0, 10).join(", ")}${gone.length > 10 ? ", …" : ""}`,
-      );
+    sayWhatForceLoses(dest, t.at, idx);
     rmSync(dest, { recursive: true, force: true });
   }
   markReceived(t.at, archive); // validate asks before running its build.sh (src/format/trust.ts)

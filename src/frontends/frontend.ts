@@ -254,4 +254,10 @@ export interface Frontend<Options = unknown> {
    * `written(region, offset)`: whether the app changed the 64 bytes at offset.
    */
   regionTypes?(m: Manifest, params: Uint8Array, written?: (ri: number, offset: number) => boolean): (ElementType | undefined)[];
+  /**
+   * The element types the kernel's declaration gives its regions, with where each comes from
+   * (CUDA: a pointer parameter's `float*` pointing into the region), for checking a type the user
+   * names (kerncap judge --dtype REGION=T), never for judging; absent: regionTypes' alone.
+   */
+  declaredRegionTypes?(m: Manifest, params: Uint8Array): ({ type: ElementType; why: string } | undefined)[];
 }

@@ -11,6 +11,7 @@ import { addRunFiles, runFilesLoaded } from "../format/run-files.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { setBuildScriptReader } from "../format/what-runs.ts";
 import type { RegionTypes } from "../replay/tolerance-plan.ts";
+import type { DeclaredRegionTypes } from "../replay/dtype-check.ts";
 import { cudaFrontend } from "./cuda/index.ts";
 import type { CaptureArg, CaptureContext, Enrichment, Frontend } from "./frontend.ts";
 import { hipFrontend } from "./hip/index.ts";
@@ -83,6 +84,19 @@ export function frontendOf(m: Pick<Manifest, "kernel">): Frontend {
 export function regionTypesOf(m: Manifest): RegionTypes | undefined {
   const f = frontendOf(m);
   return f.regionTypes ? (params, written) => f.regionTypes!(m, params, written) : undefined;
+}
+
+/**
+ * The element types the kernel's declaration gives the capture's regions, bound to it
+ * (src/replay/dtype-check.ts DeclaredRegionTypes): the frontend's declaredRegionTypes, else its
+ * regionTypes (the signature's, Triton's); undefined when it knows none.
+ * @throws KerncapError E_FRONTEND for a name no frontend has
+ */
+export function declaredRegionTypesOf(m: Manifest): DeclaredRegionTypes | undefined {
+  const f = frontendOf(m);
+  if (f.declaredRegionTypes) return (params) => f.declaredRegionTypes!(m, params);
+  if (!f.regionTypes) return undefined;
+  return (params) => f.regionTypes!(m, params).map((type) => (type ? { type, why: "the kernel's signature" } : undefined));
 }
 
 /**

@@ -114,6 +114,54 @@ export function countDevices(name: string): { result: number; count: number } {
     lib.close();
   }
 }
+/** One CUDA device as `kerncap doctor --json` lists it: its ordinal, name, architecture (sm_XY) and memory (bytes). */
+export interface DeviceInfo {
+  index: number;
+  name: string;
+  arch: string;
+  memoryBytes: number;
+}
+
+/** What listDevices loads: cuInit, the count, and each device's name, attributes and memory (no context is made). */
+const LIST_SYMBOLS = {
+  ...PROBE_SYMBOLS,
+  cuDeviceGet: { args: [P, i32], returns: i32 },
+  cuDeviceGetName: { args: [P, i32, i32], returns: i32 },
+  cuDeviceGetAttribute: { args: [P, i32, i32], returns: i32 },
+  cuDeviceTotalMem_v2: { args: [P, i32], returns: i32 },
+} as const;
+
+/**
+ * Every CUDA device the driver `name` (a candidate of libcudaCandidates) sees, in ordinal order
+ * (CUDA_VISIBLE_DEVICES applies): cuInit, cuDeviceGetCount, then for each cuDeviceGet,
+ * cuDeviceGetName, the compute capability (attributes 75/76) and cuDeviceTotalMem; no context.
+ * [] when cuInit or the count fails (no device); a device whose query fails is left out.
+ * @throws the loader's error when `name` does not load
+ */
+export function listDevices(name: string): DeviceInfo[] {
+  const lib = dlopen(name, LIST_SYMBOLS);
+  try {
+    const f = lib.symbols;
+    const c = new Int32Array(1);
+    if (f.cuInit(0) !== 0 || f.cuDeviceGetCount(c) !== 0) return [];
+    const out: DeviceInfo[] = [];
+    for (let i = 0; i < c[0]!; i++) {
+      const dev = new Int32Array(1);
+      const b = new Uint8Array(256);
+      const major = new Int32Array(1);
+      const minor = new Int32Array(1);
+      const mem = new BigUint64Array(1);
+      if (f.cuDeviceGet(dev, i) !== 0 || f.cuDeviceGetName(b, 256, dev[0]!) !== 0) continue;
+      if (f.cuDeviceGetAttribute(major, 75, dev[0]!) !== 0 || f.cuDeviceGetAttribute(minor, 76, dev[0]!) !== 0) continue;
+      if (f.cuDeviceTotalMem_v2(mem, dev[0]!) !== 0) continue;
+      out.push({ index: i, name: new TextDecoder().decode(b.subarray(0, b.indexOf(0))), arch: `sm_${major[0]}${minor[0]}`, memoryBytes: Number(mem[0]) });
+    }
+    return out;
+  } finally {
+    lib.close();
+  }
+}
+
 /**
  * A cheap check for an NVIDIA GPU before starting an application (cuInit + cuDeviceGetCount only).
  * @returns the number of CUDA devices (≥ 1).

@@ -255,7 +255,7 @@ export function unusedJudgingNote(dir: string, not: { kind: "received" | "file";
 }
 
 /** The command that accepts the settings shown: with the digest of the bytes shown (`--accept=DIGEST`: accepted only if the file is still those bytes) when known. */
-function acceptCommand(dir: string, digest?: string): string {
+export function acceptCommand(dir: string, digest?: string): string {
   return `kerncap judge ${dir} --accept${digest ? `=${digest}` : ""}`;
 }
 

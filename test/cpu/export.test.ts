@@ -397,7 +397,7 @@ describe("kerncap export: the folder", () => {
     writeFileSync(join(cap, "src/saxpy.cu"), `${readFileSync(join(cap, "src/saxpy.cu"), "utf8")}\n// an experiment\n`);
     writeFileSync(join(cap, "build.sh"), readFileSync(join(cap, "build.sh"), "utf8").replace('-I"$here/src"', '-I"$here/src" -I/home/jdoe/include'));
     const warned = await logged(() => exportCapture(cap, out));
-    expect(warned.value.changedSources).toEqual(["src/saxpy.cu (edited)"]);
+    expect(warned.value.changedSources).toEqual([{ path: "src/saxpy.cu", change: "edited" }]);
     expect(warned.lines.some((l) => l.includes("src/ differs from the source the captured module was built from: src/saxpy.cu (edited)"))).toBe(true);
     expect(readFileSync(join(out, "README.md"), "utf8")).toContain("**Edited source**: `src/` differs from the source the captured module was built from");
     expect(warned.value.warnings.join("\n")).toContain("/home/jdoe/include");

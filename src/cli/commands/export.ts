@@ -3,7 +3,7 @@ import { defineCommand } from "citty";
 import { basename, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { exportOp } from "../../ops/export.ts";
-import { log } from "../../log.ts";
+import { collectWarnings, log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, toleranceArgs, toleranceOptions, trustArg, verboseArg } from "../args.ts";
 import { formatBytes } from "../../util/format.ts";
 import { oneLine } from "../format.ts";
@@ -45,12 +45,19 @@ export default defineCommand({
         hint: `Give a new folder, e.g. kerncap export ${oneLine(String(args.dir))} -o ${oneLine(basename(resolve(String(args.dir))))}-repro.`,
       });
     if (!String(args.out).trim()) throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o repro." });
-    const r = exportOp(String(args.dir), String(args.out), {
-      trust: trustArg(args.trust, rawArgs),
-      force: Boolean(args.force),
-      ...toleranceOptions(args, rawArgs),
-    });
-    if (args.json) printJson("export", r);
+    // every WARN line on stderr is also an entry of --json's warnings (nu10 #22: changed sources, left-out files, judging not applied)
+    const warned = collectWarnings();
+    let r;
+    try {
+      r = exportOp(String(args.dir), String(args.out), {
+        trust: trustArg(args.trust, rawArgs),
+        force: Boolean(args.force),
+        ...toleranceOptions(args, rawArgs),
+      });
+    } finally {
+      warned.stop();
+    }
+    if (args.json) printJson("export", { ...r, warnings: warned.list });
     else {
       const shared = r.bytes.reflinked
         ? `${formatBytes(r.bytes.reflinked)} reflinked, ${formatBytes(r.bytes.copied)} copied`

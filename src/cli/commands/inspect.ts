@@ -13,13 +13,22 @@ import { log } from "../../log.ts";
 import { dirArg, jsonArg, printJson, verboseArg, printText, verifyArg } from "../args.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
-import { describeJudging, judgingAccepted, judgingNotOwn, notUsedNote, readJudgingFile, type JudgeSettings } from "../../replay/judge-settings.ts";
+import {
+  acceptCommand,
+  describeJudging,
+  judgingAccepted,
+  judgingNotOwn,
+  notUsedNote,
+  readJudgingFile,
+  type JudgeSettings,
+} from "../../replay/judge-settings.ts";
 import { oneLine } from "../format.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { inspectRegion, regionArgs } from "./inspect-region.ts";
 import { differingFiles, type DifferingFiles } from "../../format/source-digests.ts";
 import { frontendOf } from "../../frontends/index.ts";
 import { folderInCapture, resolveInCapture } from "../../format/paths.ts";
+import { shellPath } from "../../util/shell-quote.ts";
 
 /**
  * A parameter's value as inspect shows it: its bytes as a little-endian hex number (up to 8 bytes),
@@ -313,10 +322,16 @@ export default defineCommand({
         received: { received: reasons.length > 0, reasons, trusted },
         integrity: { checked, ...integrity },
         judging: judgingError ? { error: judgingError } : judging,
+        // false with no settings (nothing to use) too, as judge's `used`; judgingAccept: settings awaiting acceptance (nu10 #11, #28)
         judgingUsed: judging !== null && !unused,
+        judgingAccept: unused && judgingDigest ? { digest: judgingDigest, command: acceptCommand(shellPath(dir), judgingDigest) } : null,
         reproducer,
       });
-      if (integrity.verdict !== "ok") log.error(integrity.message!);
+      // the document above is the answer (exit 2, kerncap.inspect/1: docs/verbs.md); stderr says it as every error is said, its code first
+      if (integrity.verdict !== "ok") {
+        log.error(`${integrity.code}: ${integrity.message}`);
+        if (integrity.hint) log.info(integrity.hint);
+      }
       return integrity.verdict === "ok" ? 0 : 2;
     }
     if (integrity.verdict !== "ok") throw new KerncapError(integrity.code!, integrity.message!, { hint: integrity.hint ?? undefined });

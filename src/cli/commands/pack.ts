@@ -7,7 +7,7 @@ import { defineCommand } from "citty";
 import { basename, relative, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { EDITOR_LEFT_OUT, packCapture } from "../../format/archive.ts";
-import { log } from "../../log.ts";
+import { collectWarnings, log } from "../../log.ts";
 import { escapeForTerminal } from "../../escape.ts";
 import { dirArg, jsonArg, printJson, printText, verboseArg } from "../args.ts";
 import type { PackResult } from "../../format/archive.ts";
@@ -47,19 +47,26 @@ export default defineCommand({
     const dir = resolve(String(args.dir));
     const dryRun = Boolean(args["dry-run"]);
     const progress = archiveProgress(basename(dir), Boolean(args.json) || dryRun);
-    const r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, {
-      force: Boolean(args.force),
-      onProgress: progress.update,
-      dryRun,
-      ...(args.name !== undefined ? { root: String(args.name) } : {}),
-      redact: Boolean(args.redact),
-    }).finally(progress.end);
-    const temporaries = r.leftOut.filter((l) => l.why === EDITOR_LEFT_OUT).map((l) => l.path);
-    if (temporaries.length && !dryRun) log.warn(leftOutLine(temporaries));
-    if (r.privateFields.length)
-      log.warn(`the archive's kerncap.json holds this capture's ${r.privateFields.join(", ")}; kerncap pack --redact leaves them out`);
-    for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
-    if (args.json) printJson("pack", r);
+    // every WARN line on stderr is also an entry of --json's warnings (nu10 #22: the private fields' one was not)
+    const warned = collectWarnings();
+    let r;
+    try {
+      r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, {
+        force: Boolean(args.force),
+        onProgress: progress.update,
+        dryRun,
+        ...(args.name !== undefined ? { root: String(args.name) } : {}),
+        redact: Boolean(args.redact),
+      }).finally(progress.end);
+      const temporaries = r.leftOut.filter((l) => l.why === EDITOR_LEFT_OUT).map((l) => l.path);
+      if (temporaries.length && !dryRun) log.warn(leftOutLine(temporaries));
+      if (r.privateFields.length)
+        log.warn(`the archive's kerncap.json holds this capture's ${r.privateFields.join(", ")}; kerncap pack --redact leaves them out`);
+      for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
+    } finally {
+      warned.stop();
+    }
+    if (args.json) printJson("pack", { ...r, warnings: warned.list });
     else if (dryRun) {
       // the list is the answer: on stdout
       printText(

@@ -2,7 +2,7 @@
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { unpackArchive } from "../../format/archive.ts";
-import { log } from "../../log.ts";
+import { collectWarnings, log } from "../../log.ts";
 import { escapeForTerminal } from "../../escape.ts";
 import { jsonArg, printJson, verboseArg } from "../args.ts";
 import { formatBytes, plural } from "../../util/format.ts";
@@ -15,7 +15,13 @@ export default defineCommand({
   args: {
     file: { type: "positional", description: "Archive written by `kerncap pack`", required: true },
     out: { type: "string", alias: "o", description: "Capture folder to write (default: the packed folder's name, in the current folder)" },
-    force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at the target (never any other folder)", default: false },
+    force: {
+      type: "boolean",
+      alias: ["f"],
+      description:
+        "Replace a previous capture at the target (never any other folder): its files and edits are lost (each warned of) and it becomes a received capture; a copy beside it needs another name (-o)",
+      default: false,
+    },
     ...jsonArg,
     ...verboseArg,
   },
@@ -23,12 +29,19 @@ export default defineCommand({
     if (args.out !== undefined && !String(args.out).trim())
       throw new KerncapError("E_USAGE", "-o is empty", { hint: "Give the folder to write, e.g. -o cap." });
     const progress = archiveProgress(basename(String(args.file)), Boolean(args.json));
-    const r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, {
-      force: Boolean(args.force),
-      onProgress: progress.update,
-    }).finally(progress.end);
-    for (const w of r.warnings) log.warn(`noted at pack time: ${escapeForTerminal(w, { oneLine: true })}`); // the archive's text: one line each
-    if (args.json) printJson("unpack", r);
+    // every WARN line on stderr is also an entry of --json's warnings (--force's losses among them)
+    const warned = collectWarnings();
+    let r;
+    try {
+      r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, {
+        force: Boolean(args.force),
+        onProgress: progress.update,
+      }).finally(progress.end);
+      for (const w of r.warnings) log.warn(`noted at pack time: ${escapeForTerminal(w, { oneLine: true })}`); // the archive's text: one line each
+    } finally {
+      warned.stop();
+    }
+    if (args.json) printJson("unpack", { ...r, warnings: warned.list });
     else {
       log.success(
         `unpacked ${plural(r.files, "file")} into ${escapeForTerminal(r.dir, { oneLine: true })} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`,

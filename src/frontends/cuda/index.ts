@@ -14,6 +14,7 @@ import { foreignSlice, remakeSliceForConfinedBuild } from "./slice-confined.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
 import { cudaTune } from "./tune.ts";
 import { buildShNvcc } from "./nvcc.ts";
+import { cudaDeclaredRegionTypes } from "./declared-types.ts";
 
 /** What a CUDA C++ reproducer's src/ holds: the TU, its project headers (every spelling nvcc and the host compiler read), the slice. */
 export const CUDA_SOURCE_SUFFIXES = [
@@ -46,6 +47,7 @@ const prunedBuild: FastBuilder<FastBuildState> = {
 
 export const cudaFrontend: Frontend<CudaReproOptions> = {
   name: "cuda",
+  declaredRegionTypes: cudaDeclaredRegionTypes,
   label: "CUDA",
   validates: true,
   retargets: true,
