@@ -148,7 +148,8 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     const defines = isKerncapError(e) && e.code === "E_KERNEL_NOT_FOUND" ? /the rebuilt module defines: (.*?)\.?$/.exec(e.hint ?? "") : null;
     if (defines) message += `; it defines ${defines[1]} (keep the kernel's name, template arguments and parameter list)`;
     // the compiler's diagnostics, structured (nu10 #2): file src/…, as the build read them in the copy
-    const diagnostics = isKerncapError(e) && e.code === "E_BUILD" && Array.isArray(e.details?.diagnostics) ? (e.details.diagnostics as Diagnostic[]) : undefined;
+    const diagnostics =
+      isKerncapError(e) && e.code === "E_BUILD" && Array.isArray(e.details?.diagnostics) ? (e.details.diagnostics as Diagnostic[]) : undefined;
     return {
       failed: {
         verdict: buildVerdict(e),

@@ -28,7 +28,7 @@ test("a compiler's 'No such file or directory' about a header is a compile error
     "/tmp/cap/src/saxpy.cu:20:10: fatal error: missing_header.h: No such file or directory\n" +
     '   20 | #include "missing_header.h"\n      |          ^~~~~~~~~~~~~~~~~~\ncompilation terminated.';
   expect(buildFailureHint(1, missingHeader)).toBe(FIX_AND_VALIDATE);
-  expect(buildFailureHint(1, "src/k.cu(3): catastrophic error: cannot open source file \"h.h\"")).toBe(FIX_AND_VALIDATE);
+  expect(buildFailureHint(1, 'src/k.cu(3): catastrophic error: cannot open source file "h.h"')).toBe(FIX_AND_VALIDATE);
   expect(buildFailureHint(1, "src/k.cu:3:10: fatal error: sub/h.h: No such file or directory")).toBe(FIX_AND_VALIDATE);
   const toolchain = /^build\.sh could not run a program it calls/;
   expect(buildFailureHint(1, "/tmp/cap/build.sh: line 39: /nonexistent/nvcc: No such file or directory")).toMatch(toolchain);
@@ -46,11 +46,11 @@ test("parseDiagnostics: nvcc's EDG form and GCC's, files relative to the capture
     "    undefined_fn(i);",
     "    ^",
     `${dir}/src/saxpy.cu(30): warning #177-D: variable "x" was declared but never referenced`,
-    "src/k.cuh(4): catastrophic error: cannot open source file \"nope.h\"",
+    'src/k.cuh(4): catastrophic error: cannot open source file "nope.h"',
     `${dir}/src/saxpy.cu:20:10: fatal error: missing_header.h: No such file or directory`,
     "src/saxpy.cu:23: error: expected ';' before '}' token",
     "/usr/include/stdio.h:12:3: error: something of the system's",
-    "2 errors detected in the compilation of \"src/saxpy.cu\".",
+    '2 errors detected in the compilation of "src/saxpy.cu".',
   ].join("\n");
   const all = parseDiagnostics(dir, out, { captureOnly: false });
   expect(all).toEqual([
