@@ -2,7 +2,7 @@
  * src/frontends/build.ts's reading of a failed build.sh: which hint a failure gets (a compiler's
  * "No such file or directory" about a header is the source's error, only the shell's is a missing
  * toolchain: nu10 #30), the structured diagnostics of E_BUILD in both compilers' forms (nu10 #2:
- * ./confine.ts parseDiagnostics), and KERNCAP_BUILD_TIMEOUT's limit on build.sh (nu10 #24).
+ * src/frontends/confine.ts parseDiagnostics), and KERNCAP_BUILD_TIMEOUT's limit on build.sh (nu10 #24).
  */
 import { expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";

@@ -194,7 +194,7 @@ describe.skipIf(!GXX || !NAMESPACE)("a header outside in the sandbox", () => {
 });
 
 /** The E_CONFINED (or `code`) error a confined build of capture `dir` ends in (the test fails when it builds, or ends in another error). */
-async function confinedRefusal(dir: string, code = "E_CONFINED"): Promise<KerncapError> {
+async function confinedRefusal(dir: string, code: KerncapError["code"] = "E_CONFINED"): Promise<KerncapError> {
   try {
     await buildReproducer(dir, { quiet: true, force: false, confine: readManifest(dir) });
   } catch (e) {
