@@ -45,9 +45,9 @@ export interface BuildOptions {
   /**
    * A confined build of the user's own command line (kerncap eval without --confine), whose
    * messages the user reads, not an agent: one that stopped in the preprocessor (no dependency
-   * list: an #include not found, #error) is E_BUILD with the capture's own diagnostics, not
-   * E_CONFINED. Without it (kerncap mcp) such a build is refused with none of its messages: had
-   * it read a file outside through a name the source scan let by, no list would say so.
+   * list: an #include not found, #error) is E_BUILD with the capture's own diagnostics. Without it
+   * (kerncap mcp) such a build is E_BUILD saying only that the preprocessor stopped, none of its
+   * messages: had it read a file outside through a name the source scan let by, no list would say so.
    */
   userReadsMessages?: boolean;
   /** Whose build this is, said before build.sh's own notes (kerncap eval: "candidate v1/src"; nu7 #11: the notes of many builds named none). */
@@ -267,8 +267,9 @@ export function assertRebuildWritable(dir: string): void {
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
  * @returns { module: absolute path, seconds: wall time of the build }
  * @throws KerncapError E_NO_REPRODUCER (no build.sh), the frontend's (o.explain: CUDA's E_RDC),
- *   E_BUILD (exit 2, the compiler's last 30 lines; confined: the capture's own diagnostics only),
- *   E_CONFINED (confined: the build read a file outside, or wrote no dependency list), E_INTERRUPTED (exit 130 at SIGINT, 143 at
+ *   E_BUILD (exit 2, the compiler's last 30 lines, details.diagnostics parsed from them; confined: the capture's own diagnostics only,
+ *   none when it stopped in the preprocessor; past buildTimeout: "timed out after N s"), E_USAGE (a KERNCAP_BUILD_TIMEOUT that is no number),
+ *   E_CONFINED (confined: the build read a file outside, or built without a dependency list), E_INTERRUPTED (exit 130 at SIGINT, 143 at
  *   SIGTERM: the build's group was stopped).
  */
 export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
