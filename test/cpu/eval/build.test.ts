@@ -42,6 +42,28 @@ test("a patch that does not apply and a replacement file src/ lacks: each its ow
   ]);
 });
 
+test("a candidate whose build runs past KERNCAP_BUILD_TIMEOUT is a compile-error 'timed out after N s' (nu10 #24), not an unjudged error", async () => {
+  const cap = join(tempDir(), "cap");
+  await makeCapture(cap);
+  mkdirSync(join(cap, "src"));
+  writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
+  writeFileSync(join(cap, "build.sh"), "#!/usr/bin/env bash\nset -e\nmkdir -p build\nsleep 30\n: >build/k.o\necho build/k.o\n", { mode: 0o755 });
+  const d = tempDir();
+  writeFileSync(join(d, "kernel.cu"), "__global__ void scale(float* x, int n) { x[0] = n; }\n");
+  const before = process.env.KERNCAP_BUILD_TIMEOUT;
+  process.env.KERNCAP_BUILD_TIMEOUT = "1";
+  try {
+    const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "kernel.cu")), join(d, "copy"), { force: false });
+    if (!("failed" in b)) throw new Error("built");
+    expect(b.failed).toMatchObject({ verdict: "compile-error", code: "E_BUILD", diagnostics: [] });
+    expect(b.failed.reason).toContain("build.sh timed out after 1 s (KERNCAP_BUILD_TIMEOUT)");
+    expect(b.failed.seconds).toBeLessThan(10);
+  } finally {
+    if (before === undefined) delete process.env.KERNCAP_BUILD_TIMEOUT;
+    else process.env.KERNCAP_BUILD_TIMEOUT = before;
+  }
+}, 30_000);
+
 test.skipIf(!NVCC)(
   "a build stopped in the preprocessor: on the command line a compile-error with the compiler's message (nu7 #17) and its diagnostics (nu10 #2); under --confine (kerncap mcp) a compile-error saying the preprocessor stopped, no word of the compiler's (nu10 #29)",
   async () => {
