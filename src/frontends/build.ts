@@ -215,7 +215,7 @@ function pastTimeLimit(limit: { seconds: number; set: boolean }, confined: boole
  * #30): that is the source's error.
  */
 const PROGRAM_NOT_RUN = [
-  /: command not found$/m, // bash, in any form
+  /^\S.*: command not found$/m, // bash, in any form (not a source line a compiler quotes, indented)
   /^.+: line \d+: .+: (?:No such file or directory|Permission denied)$/m, // bash running a script: an exec that failed
   /^(?:.*\/)?(?:ba|da)?sh: (?:\d+: )?.+: (?:not found|No such file or directory|Permission denied)$/m, // bash -c, dash
   /^(?:\/usr)?\/bin\/env: .+: No such file or directory$/m, // a #! line's interpreter
@@ -435,6 +435,13 @@ function judgeBuildSh(
     // a failed build with no list stopped in the preprocessor (an #include not found or unreadable, #error): the
     // source's fault, a compile error (nu10 #29: it was E_CONFINED, an eval's unjudged error), said without a word of
     // the compiler's, which could tell whether a file outside exists (a list that names one is E_CONFINED above)
+    const toolchain = buildFailureHint(code, `${err}\n${out}`);
+    if (!deps && code !== 0 && toolchain !== FIX_AND_VALIDATE)
+      throw compileError(`(build.sh exit ${code}): build.sh could not run a program it calls, so nothing was compiled`, toolchain, {
+        dir,
+        output: "",
+        captureOnly: true,
+      });
     if (!deps && code !== 0)
       throw compileError(
         `(build.sh exit ${code}): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error): check the files the edit includes`,

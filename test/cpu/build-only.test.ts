@@ -117,6 +117,11 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     );
     expect(ce.details.diagnostics).toEqual([]); // nothing of the compiler's: it could tell whether a file outside exists
     expect(`${ce.message}${ce.hint}`).not.toContain("missing_header.h");
+    // no compiler at all (nothing preprocessed): said as the toolchain's, not as the edit's #include
+    const gone = kerncap(["validate", dir, "--build-only", "--json", "--confine"], { ...env, NVCC: "/nonexistent/nvcc" });
+    const ge = JSON.parse(gone.stdout.toString()).error;
+    expect(ge.message).toContain("build.sh could not run a program it calls, so nothing was compiled");
+    expect(ge.hint).toStartWith("build.sh could not run a program it calls");
   }, 60_000);
 
   test("a syntax error: nvcc's diagnostics structured alike on the command line (absolute paths) and confined (src/…: nu10 #2); the confined slice note names no command line (nu10 #16)", () => {

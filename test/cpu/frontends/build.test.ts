@@ -30,6 +30,8 @@ test("a compiler's 'No such file or directory' about a header is a compile error
   expect(buildFailureHint(1, missingHeader)).toBe(FIX_AND_VALIDATE);
   expect(buildFailureHint(1, 'src/k.cu(3): catastrophic error: cannot open source file "h.h"')).toBe(FIX_AND_VALIDATE);
   expect(buildFailureHint(1, "src/k.cu:3:10: fatal error: sub/h.h: No such file or directory")).toBe(FIX_AND_VALIDATE);
+  // a source line the compiler quotes (indented) is the source's, whatever it says
+  expect(buildFailureHint(1, 'src/k.cu:3:2: error: #error "x"\n    3 | #error x: command not found')).toBe(FIX_AND_VALIDATE);
   const toolchain = /^build\.sh could not run a program it calls/;
   expect(buildFailureHint(1, "/tmp/cap/build.sh: line 39: /nonexistent/nvcc: No such file or directory")).toMatch(toolchain);
   expect(buildFailureHint(1, "bash: line 1: nvcc: command not found")).toMatch(toolchain);
