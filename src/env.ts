@@ -41,6 +41,12 @@ export const ENV_VARS = {
     meaning:
       "`0`: a confined build runs without the sandbox (src/frontends/sandbox.ts), judged by its source scan and dependency list alone, which leaves an agent one bit per build (whether a path exists); for a toolchain the sandbox does not hold (kerncap doctor: confined-build)",
   },
+  KERNCAP_BUILD_TIMEOUT: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning:
+      "seconds (a whole number, 1 or more) a reproducer's build.sh may run, in every verb that rebuilds (validate, eval, tune, profile, kerncap mcp's build/validate/evaluate): past it the build's process group is killed and the build is a compile error, `E_BUILD` \"build.sh timed out after N s\" (an eval candidate's `compile-error`); default: no limit on the command line, 600 s for a confined build (--confine, kerncap mcp, eval's CUDA candidates) and a received capture's; another value is refused (`E_USAGE`)",
+  },
   KERNCAP_CUPTI_PATH: {
     readers: ["kerncap", "CUDA library"],
     setBy: "user",
@@ -196,6 +202,8 @@ const flag = (name: EnvName, env: Env = process.env): boolean => env[name] === "
 export const cacheOverride = (env?: Env) => readEnv("KERNCAP_CACHE", env);
 /** $KERNCAP_CUDA_LIB: a capture library to inject instead of the embedded one. */
 export const cudaLibOverride = (env?: Env) => readEnv("KERNCAP_CUDA_LIB", env);
+/** $KERNCAP_BUILD_TIMEOUT: the wall-clock limit of a reproducer's build.sh as set (seconds; checked by src/frontends/build.ts buildTimeout). */
+export const buildTimeoutSetting = (env?: Env) => readEnv("KERNCAP_BUILD_TIMEOUT", env);
 /** $KERNCAP_SANDBOX=0: confined builds without the sandbox (src/frontends/sandbox.ts). */
 export const sandboxOff = (env?: Env) => readEnv("KERNCAP_SANDBOX", env) === "0";
 /** $KERNCAP_CUPTI_PATH: the libcupti to use (authoritative: src/native/libcupti-search.ts). */

@@ -224,7 +224,7 @@ export const ERROR_CODES = {
   E_CONFINED: {
     exit: 2,
     about:
-      "A confined build (kerncap eval's CUDA candidates, validate/tune/profile --confine, kerncap mcp) read a file outside the capture, its source root and the toolchain, its sources name one, it ran past its time limit, or (under --confine, kerncap mcp) it stopped in the preprocessor, where no dependency list says what it read (an eval candidate's verdict is then error).",
+      "A confined build (kerncap eval's CUDA candidates, validate/tune/profile --confine, kerncap mcp) read a file outside the capture, its source root and the toolchain, its sources name one, its build.sh wrote no dependency list though it built, its sandbox could not be made, or it wrote a file past 512 MiB (an eval candidate's verdict is then error).",
     hint: "Keep the edit to the capture's own sources, or validate on the command line without --confine.",
   },
   E_NOT_SOURCE: {
@@ -253,7 +253,8 @@ export const ERROR_CODES = {
   },
   E_BUILD: {
     exit: 2,
-    about: "The reproducer does not build, or build.sh's module is not one the replay can load.",
+    about:
+      "The reproducer does not build (the compiler's diagnostics also in `error.details.diagnostics`; a confined build stopped in the preprocessor says only that), build.sh ran past its time limit (KERNCAP_BUILD_TIMEOUT, a confined build's 600 s: `details.timedOut`), or build.sh's module is not one the replay can load.",
     hint: "Fix the error shown (the compiler's messages are above), then run the verb again.",
   },
   E_NO_NVCC: { exit: 2, about: "nvcc was not found.", hint: "Install the CUDA toolkit or set NVCC to its nvcc." },

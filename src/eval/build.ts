@@ -22,6 +22,7 @@ import { Rebuilder } from "../rebuild/rebuilder.ts";
 import { moduleFigures } from "../rebuild/resources.ts";
 import { materialise, type Candidate } from "./candidates.ts";
 import type { EvalVerdict } from "../format/eval-record.ts";
+import type { Diagnostic } from "../frontends/confine.ts";
 
 /** A candidate's build that gave a module to run. */
 export interface BuiltModule {
@@ -40,6 +41,8 @@ export interface BuildFailure {
   code: string;
   reason: string;
   seconds: number;
+  /** A compile-error's compiler diagnostics (E_BUILD's error.details.diagnostics: files as src/…, relative to the candidate's copy), for its record. */
+  diagnostics?: Diagnostic[];
 }
 
 export type BuildOutcome = { built: BuiltModule } | { failed: BuildFailure };
@@ -144,7 +147,18 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     // what the rebuilt module defines instead (its hint, which validate prints): the feedback a generator needs (nu7 #11)
     const defines = isKerncapError(e) && e.code === "E_KERNEL_NOT_FOUND" ? /the rebuilt module defines: (.*?)\.?$/.exec(e.hint ?? "") : null;
     if (defines) message += `; it defines ${defines[1]} (keep the kernel's name, template arguments and parameter list)`;
-    return { failed: { verdict: buildVerdict(e), code: isKerncapError(e) ? e.code : "E_INTERNAL", reason: message, seconds: seconds() } };
+    // the compiler's diagnostics, structured (nu10 #2): file src/…, as the build read them in the copy
+    const diagnostics =
+      isKerncapError(e) && e.code === "E_BUILD" && Array.isArray(e.details?.diagnostics) ? (e.details.diagnostics as Diagnostic[]) : undefined;
+    return {
+      failed: {
+        verdict: buildVerdict(e),
+        code: isKerncapError(e) ? e.code : "E_INTERNAL",
+        reason: message,
+        seconds: seconds(),
+        ...(diagnostics ? { diagnostics } : {}),
+      },
+    };
   }
 }
 

@@ -43,6 +43,19 @@ export const EvalTiming = v.object({
 });
 export type EvalTiming = v.InferOutput<typeof EvalTiming>;
 
+/**
+ * One compiler diagnostic of a failed build (src/frontends/confine.ts parseDiagnostics): file
+ * relative to the capture (src/k.cu; absolute for a file outside it, an unconfined build's only),
+ * 1-based line, column (null in nvcc's own form), severity, the message's one line.
+ */
+export const BuildDiagnostic = v.object({
+  file: v.string(),
+  line: N,
+  column: v.nullable(N),
+  severity: v.picklist(["error", "warning", "fatal"]),
+  text: v.string(),
+});
+
 /** What a worker measures of one candidate on one input. */
 export const EvalOutcomeFields = {
   /** The candidate's identity: its label and the SHA-256 of what it is (src/eval/candidates.ts candidateId). */
@@ -59,6 +72,8 @@ export const EvalOutcomeFields = {
   reason: v.nullable(v.string()),
   /** The error's code (E_BUILD, E_PARAM_LAYOUT, E_WORKER …) where there is one. */
   code: v.nullable(v.string()),
+  /** A compile-error's compiler diagnostics, structured as kerncap.error/1's E_BUILD `error.details.diagnostics` (BuildDiagnostic); absent elsewhere. */
+  diagnostics: v.optional(v.array(BuildDiagnostic)),
   /** bit-exact, within-tolerance, within-spread, multiset-equal or mismatch (match and mismatch only). */
   numerics: v.nullable(v.string()),
   timing: v.nullable(EvalTiming),

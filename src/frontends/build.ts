@@ -9,7 +9,7 @@
 import { accessSync, constants, existsSync, rmSync } from "node:fs";
 import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { buildChildEnv, reproducerBuildEnv } from "../env.ts";
+import { buildChildEnv, buildTimeoutSetting, reproducerBuildEnv, type Env } from "../env.ts";
 import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -20,7 +20,7 @@ import { EXPORT_FILE } from "../format/file-names.ts";
 import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
-import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads, recordedSources } from "./confine.ts";
+import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads, parseDiagnostics, recordedSources, type Diagnostic } from "./confine.ts";
 import { confinementFor, SANDBOX_EXIT_CODES, sandboxedArgv, sandboxPaths, type Confinement } from "./sandbox.ts";
 import { assertNoProbes, includesNaming } from "./confine-sources.ts";
 
@@ -46,9 +46,9 @@ export interface BuildOptions {
   /**
    * A confined build of the user's own command line (kerncap eval without --confine), whose
    * messages the user reads, not an agent: one that stopped in the preprocessor (no dependency
-   * list: an #include not found, #error) is E_BUILD with the capture's own diagnostics, not
-   * E_CONFINED. Without it (kerncap mcp) such a build is refused with none of its messages: had
-   * it read a file outside through a name the source scan let by, no list would say so.
+   * list: an #include not found, #error) is E_BUILD with the capture's own diagnostics. Without it
+   * (kerncap mcp) such a build is E_BUILD saying only that the preprocessor stopped, none of its
+   * messages: had it read a file outside through a name the source scan let by, no list would say so.
    */
   userReadsMessages?: boolean;
   /** Whose build this is, said before build.sh's own notes (kerncap eval: "candidate v1/src"; nu7 #11: the notes of many builds named none). */
@@ -178,22 +178,59 @@ function pastFileLimit(confined: boolean): KerncapError {
   );
 }
 
-/** A limited build (a confined one, or a received capture's) that ran past CONFINED_SECONDS: E_CONFINED. */
-function pastTimeLimit(confined: boolean): KerncapError {
-  return new KerncapError("E_CONFINED", `build.sh ran past ${CONFINED_SECONDS} s, the limit of a ${confined ? "confined build" : "received capture's build"}`, {
-    hint: confined
-      ? "An edit that makes the compiler read a device or loop; validate on the command line to build without the limit."
-      : "The sender's source makes the compiler read a device or loop (an #include of /dev/zero, say); read src/ before building it, or copy the sources into a capture of your own.",
+/**
+ * The wall-clock limit of build.sh (s): KERNCAP_BUILD_TIMEOUT where set (nu10 #24: a harness's
+ * limit per candidate), else CONFINED_SECONDS for a limited build (a confined one, a received
+ * capture's), else none.
+ * @throws KerncapError E_USAGE for a KERNCAP_BUILD_TIMEOUT that is not a whole number of seconds from 1 on
+ */
+export function buildTimeout(limited: boolean, env?: Env): { seconds: number; set: boolean } | undefined {
+  const v = buildTimeoutSetting(env)?.trim();
+  if (v === undefined) return limited ? { seconds: CONFINED_SECONDS, set: false } : undefined;
+  if (!/^[1-9]\d{0,6}$/.test(v))
+    throw new KerncapError("E_USAGE", `KERNCAP_BUILD_TIMEOUT=${JSON.stringify(v)} is not a number of seconds`, {
+      hint: "Set it to a whole number of seconds, 1 or more (KERNCAP_BUILD_TIMEOUT=120), or unset it.",
+    });
+  return { seconds: Number(v), set: true };
+}
+
+/**
+ * A build.sh that ran past its limit (buildTimeout), its process group killed: E_BUILD (the
+ * source's fault: a compile that loops or reads a device), "timed out after N s".
+ */
+function pastTimeLimit(limit: { seconds: number; set: boolean }, confined: boolean, received: boolean): KerncapError {
+  const whose = limit.set ? "KERNCAP_BUILD_TIMEOUT" : `the limit of a ${confined ? "confined build" : "received capture's build"}`;
+  return new KerncapError("E_BUILD", `the reproducer does not build: build.sh timed out after ${limit.seconds} s (${whose}), its processes killed`, {
+    details: { diagnostics: [], timedOut: true, timeoutSeconds: limit.seconds },
+    hint: received
+      ? "The sender's source makes the compiler read a device or loop (an #include of /dev/zero, say); read src/ before building it, or copy the sources into a capture of your own."
+      : `Undo what makes the compile loop or run long (a deep template recursion, a huge unrolled loop, an #include of a device); the limit is ${limit.set ? "KERNCAP_BUILD_TIMEOUT's" : `${CONFINED_SECONDS} s, KERNCAP_BUILD_TIMEOUT in kerncap's environment sets another`}.`,
   });
 }
 
 /**
- * What to do about a failed build.sh: exit 126/127 or the shell's "command not found" / "No such
- * file or directory" for a program is a toolchain that is missing (nvcc, the capture's Python),
- * not a compile error of the edit.
+ * A program build.sh could not run, as the shell that ran it says: bash's `build.sh: line 39:
+ * /x/nvcc: No such file or directory` (also "command not found", "Permission denied"), env's
+ * `/usr/bin/env: 'python3': No such file or directory`. Not a compiler's own "No such file or
+ * directory" about a header (`src/k.cu:8:10: fatal error: h.h: No such file or directory`, nu10
+ * #30): that is the source's error.
+ */
+const PROGRAM_NOT_RUN = [
+  /^\S.*: command not found$/m, // bash, in any form (not a source line a compiler quotes, indented)
+  /^.+: line \d+: .+: (?:No such file or directory|Permission denied)$/m, // bash running a script: an exec that failed
+  /^(?:.*\/)?(?:ba|da)?sh: (?:\d+: )?.+: (?:not found|No such file or directory|Permission denied)$/m, // bash -c, dash
+  /^(?:\/usr)?\/bin\/env: .+: No such file or directory$/m, // a #! line's interpreter
+  /^timeout: failed to run command /m,
+];
+
+/**
+ * What to do about a failed build.sh: exit 126/127, or the shell saying it could not run a program
+ * (PROGRAM_NOT_RUN: nvcc, the capture's Python), is a toolchain that is missing; anything else
+ * (the compiler's messages) is a compile error of the source, to fix.
  */
 export function buildFailureHint(code: number, output: string): string {
-  if (code === 127 || code === 126 || /: (command )?not found$|: No such file or directory$/m.test(output)) {
+  const lines = output.split("\n").filter((l) => !isDiagnosticLine(l));
+  if (code === 127 || code === 126 || PROGRAM_NOT_RUN.some((re) => re.test(lines.join("\n")))) {
     return (
       "build.sh could not run a program it calls (exit " +
       code +
@@ -202,6 +239,9 @@ export function buildFailureHint(code: number, output: string): string {
   }
   return FIX_AND_VALIDATE;
 }
+
+/** A compiler's diagnostic line (either form: parseDiagnostics), which no program-not-run test may match. */
+const isDiagnosticLine = (l: string) => parseDiagnostics("/", l, { captureOnly: false }).length > 0;
 
 /** buildFailureHint's for a compile error; the watch says "save again" instead (src/rebuild/watch.ts: it rebuilds at each save). */
 export const FIX_AND_VALIDATE = "Fix the compile error in the edited source and run validate again.";
@@ -228,8 +268,9 @@ export function assertRebuildWritable(dir: string): void {
  * Run DIR/build.sh; it prints the path of the module it built on its last stdout line.
  * @returns { module: absolute path, seconds: wall time of the build }
  * @throws KerncapError E_NO_REPRODUCER (no build.sh), the frontend's (o.explain: CUDA's E_RDC),
- *   E_BUILD (exit 2, the compiler's last 30 lines; confined: the capture's own diagnostics only),
- *   E_CONFINED (confined: the build read a file outside, or wrote no dependency list), E_INTERRUPTED (exit 130 at SIGINT, 143 at
+ *   E_BUILD (exit 2, the compiler's last 30 lines, details.diagnostics parsed from them; confined: the capture's own diagnostics only,
+ *   none when it stopped in the preprocessor; past buildTimeout: "timed out after N s"), E_USAGE (a KERNCAP_BUILD_TIMEOUT that is no number),
+ *   E_CONFINED (confined: the build read a file outside, or built without a dependency list), E_INTERRUPTED (exit 130 at SIGINT, 143 at
  *   SIGTERM: the build's group was stopped).
  */
 export async function buildReproducer(dirArg: string, o: BuildOptions): Promise<{ module: string; seconds: number }> {
@@ -295,9 +336,14 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // could refuse it), so the build gets a data-size limit (RLIMIT_DATA counts anonymous mmaps since
   // Linux 4.7) and a wall-clock limit
   const limited = Boolean(o.confine) || runsTrustedCopy(dir);
+  // and any build a wall-clock limit where KERNCAP_BUILD_TIMEOUT sets one (timeout kills build.sh's whole group)
+  const limit = buildTimeout(limited);
+  const timeout = limit ? `timeout -k 5 ${limit.seconds} ` : "";
   const argv = limited
-    ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} -f ${CONFINED_FILE_KIB} && exec timeout -k 5 ${CONFINED_SECONDS} bash "$0" "$@"`, script, ...outArg]
-    : ["bash", script, ...outArg];
+    ? ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} -f ${CONFINED_FILE_KIB} && exec ${timeout}bash "$0" "$@"`, script, ...outArg]
+    : limit
+      ? ["bash", "-c", `exec ${timeout}bash "$0" "$@"`, script, ...outArg]
+      : ["bash", script, ...outArg];
   // the build's own TMPDIR, kept until its dependency list is judged: build.sh compiles through a folder of links
   // in it when the private copy's path holds a space (TMPDIR's), and the list names the files through them
   const tmp = privateTempFolder("kerncap-tmp-");
@@ -316,7 +362,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     // working folder), so it must hold nothing of the capture's but the copies and src/
     const ran = await runBuildCommand(run, staged.folder, env, o.signal, { tmp });
     if (run !== argv) refuseSandboxFailure(ran, confinement!);
-    return judgeBuildSh(dir, staged, o, ran, { t0, depsFile, limited, tmp, sandboxed: run !== argv });
+    return judgeBuildSh(dir, staged, o, ran, { t0, depsFile, limited, limit, tmp, sandboxed: run !== argv });
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
@@ -329,6 +375,16 @@ function receivedManifest(dir: string): Manifest | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * E_BUILD "the reproducer does not build `said`", with the compiler's diagnostics structured
+ * (kerncap.error/1 `error.details.diagnostics`: ./confine.ts parseDiagnostics of `output`, read
+ * against the capture folder `dir`; `captureOnly`, a confined build's: those of src/ only, as its message).
+ */
+function compileError(said: string, hint: string, d: { dir: string; output: string; captureOnly: boolean }): KerncapError {
+  const diagnostics: Diagnostic[] = parseDiagnostics(d.dir, d.output, { captureOnly: d.captureOnly });
+  return new KerncapError("E_BUILD", `the reproducer does not build ${said}`, { hint, details: { diagnostics } });
 }
 
 /** What a sandboxed build's hint adds to a preprocessor's failure: a file outside is not found there. */
@@ -358,17 +414,18 @@ function judgeBuildSh(
   staged: StagedBuild,
   o: BuildOptions,
   ran: { out: string; err: string; code: number },
-  b: { t0: number; depsFile: string; limited: boolean; tmp: string; sandboxed: boolean },
+  b: { t0: number; depsFile: string; limited: boolean; limit?: { seconds: number; set: boolean }; tmp: string; sandboxed: boolean },
 ): { module: string; seconds: number } {
   const { unstage } = staged;
   const { t0, depsFile, limited } = b;
   // what it wrote into the private build/, into the capture's through no link (E_UNSAFE_PATH names one)
   staged.collect();
   const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
-  if (limited && code === 124) throw pastTimeLimit(Boolean(o.confine));
+  const seconds = (performance.now() - t0) / 1000;
+  // timeout's 124, or 137 where its SIGKILL (-k 5) ended a build that ignored the SIGTERM
+  if (b.limit && (code === 124 || (code === 137 && seconds >= b.limit.seconds))) throw pastTimeLimit(b.limit, Boolean(o.confine), limited && !o.confine);
   // a compiler step killed by SIGXFSZ at the file-size limit (the shell that ran it says so)
   if (limited && code !== 0 && /File size limit exceeded/.test(err)) throw pastFileLimit(Boolean(o.confine));
-  const seconds = (performance.now() - t0) / 1000;
   if (o.signal?.aborted) throw new KerncapError("E_BUILD", "build.sh was stopped: the pruned build finished first"); // validate's race: nothing to say
   if (o.confine) {
     const deps = readInCapture(dir, depsFile, 16 << 20);
@@ -383,28 +440,39 @@ function judgeBuildSh(
     // in the sandbox a file outside is not there at all: an #include of one is "not found", said so
     const unseen = b.sandboxed ? ` ${SANDBOX_SEES}` : "";
     if (preprocessorErrors.length)
-      throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${preprocessorErrors.slice(-30).join("\n")}`, {
-        hint: buildFailureHint(code, `${err}\n${out}`) + unseen,
+      throw compileError(`(build.sh exit ${code}):\n${preprocessorErrors.slice(-30).join("\n")}`, buildFailureHint(code, `${err}\n${out}`) + unseen, {
+        dir,
+        output: `${err}\n${out}`,
+        captureOnly: true,
       });
+    // a failed build with no list stopped in the preprocessor (an #include not found or unreadable, #error): the
+    // source's fault, a compile error (nu10 #29: it was E_CONFINED, an eval's unjudged error), said without a word of
+    // the compiler's, which could tell whether a file outside exists (a list that names one is E_CONFINED above)
+    const toolchain = buildFailureHint(code, `${err}\n${out}`);
+    if (!deps && code !== 0 && toolchain !== FIX_AND_VALIDATE)
+      throw compileError(`(build.sh exit ${code}): build.sh could not run a program it calls, so nothing was compiled`, toolchain, {
+        dir,
+        output: "",
+        captureOnly: true,
+      });
+    if (!deps && code !== 0)
+      throw compileError(
+        `(build.sh exit ${code}): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error): check the files the edit includes`,
+        `Check the #include and #if lines of the files the edit changed: a confined build shows none of the preprocessor's messages (they could tell of files outside the capture), only that it stopped.${unseen}`,
+        { dir, output: "", captureOnly: true },
+      );
     if (!deps)
       throw new KerncapError(
         "E_CONFINED",
-        `build.sh wrote no dependency list (${depsFile}, exit ${code}): a confined build cannot tell which files it read, so neither its module nor the compiler's messages are used`,
-        {
-          hint:
-            code !== 0
-              ? `The build stopped before its dependency list (an error in the preprocessor: #error, an #include not found); check the #include and #if lines of the edit, or validate on the command line to see the compiler's messages.${unseen}`
-              : "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line.",
-        },
+        `build.sh wrote no dependency list (${depsFile}, exit ${code}): a confined build cannot tell which files it read, so its module is not used`,
+        { hint: "A CUDA reproducer's build.sh passes EXTRA_FLAGS to nvcc; keep that, or validate on the command line." },
       );
     if (code !== 0) {
       const shown = captureDiagnostics(dir, `${err}\n${out}`);
-      throw new KerncapError(
-        "E_BUILD",
-        `the reproducer does not build (build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (a confined build shows only those)"}`,
-        {
-          hint: buildFailureHint(code, `${err}\n${out}`),
-        },
+      throw compileError(
+        `(build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (a confined build shows only those)"}`,
+        buildFailureHint(code, `${err}\n${out}`),
+        { dir, output: `${err}\n${out}`, captureOnly: true },
       );
     }
   }
@@ -415,8 +483,10 @@ function judgeBuildSh(
   if (code !== 0) {
     const explained = o.explain?.(err);
     if (explained) throw explained;
-    throw new KerncapError("E_BUILD", `the reproducer does not build (build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, {
-      hint: buildFailureHint(code, `${err}\n${out}`),
+    throw compileError(`(build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, buildFailureHint(code, `${err}\n${out}`), {
+      dir,
+      output: `${err}\n${out}`,
+      captureOnly: false,
     });
   }
   if (!o.quiet && err.trim()) log.debug(err.trim());

@@ -101,8 +101,56 @@ export function recordedSources(dir: string, m: Pick<Manifest, "source">): { fil
   return { files: [...new Set([...list(cuda.referencedOutsideRoot), ...list(cuda.readInPlace)])] };
 }
 
-/** EDG (nvcc's front end: `f.cu(12): error: …`) and GCC (`f.cu:12:5: error: …`) diagnostics. */
-const DIAGNOSTIC = [/^(.+?)\((\d+)\): ((?:catastrophic )?error|warning)(?: #[\w-]+)?: (.*)$/, /^(.+?):(\d+):(?:\d+:)? ((?:fatal )?error|warning): (.*)$/];
+/** EDG (nvcc's front end: `f.cu(12): error: …`) and GCC (`f.cu:12:5: error: …`) diagnostics: file, line, column (GCC's), kind, text. */
+const DIAGNOSTIC = [/^(.+?)\((\d+)\)(): ((?:catastrophic )?error|warning)(?: #[\w-]+)?: (.*)$/, /^(.+?):(\d+):(?:(\d+):)? ((?:fatal )?error|warning): (.*)$/];
+
+/**
+ * One compiler diagnostic of a failed build (kerncap.error/1 `error.details.diagnostics[]` of
+ * E_BUILD, an eval record's `diagnostics`): `file` relative to the capture folder (src/k.cu) when it
+ * lies inside, else absolute (an unconfined build's header elsewhere); `line` 1-based; `column`
+ * 1-based (GCC's form) or null (nvcc's EDG form gives none); `severity` fatal for GCC's "fatal
+ * error" and EDG's "catastrophic error" (the compile stopped there); `text` the message after it, one line.
+ */
+export interface Diagnostic {
+  file: string;
+  line: number;
+  column: number | null;
+  severity: "error" | "warning" | "fatal";
+  text: string;
+}
+
+/**
+ * The diagnostics in a build's output, in order, in both compilers' forms (EDG's `f.cu(12): error:
+ * …`, nvcc's front end; GCC's `f.cu:12:5: fatal error: …`, its preprocessor and host compiler),
+ * paths read against `dir` (the capture folder). `captureOnly` (a confined build): only those of
+ * files under the capture's src/, so that nothing names or quotes a file elsewhere.
+ */
+export function parseDiagnostics(dir: string, output: string, o: { captureOnly: boolean }): Diagnostic[] {
+  const root = real(dir);
+  const src = real(resolve(dir, "src"));
+  const out: Diagnostic[] = [];
+  for (const line of output.split("\n")) {
+    for (const re of DIAGNOSTIC) {
+      const d = re.exec(line);
+      if (!d) continue;
+      const p = real(resolve(dir, d[1]!));
+      if (o.captureOnly && !under(p, src)) break;
+      const kind = d[4]!;
+      out.push({
+        file: under(p, root) ? relative(root, p) : p,
+        line: Number(d[2]),
+        column: d[3] ? Number(d[3]) : null,
+        severity: kind === "warning" ? "warning" : kind === "error" ? "error" : "fatal",
+        text: d[5]!,
+      });
+      break;
+    }
+  }
+  return out;
+}
+
+/** A note of build.sh's that points at a log a confined build's reader cannot open: said what to read instead. */
+const SLICE_LOG_NOTE = /\(its messages: [^)]*\)|\(nvcc failed on it: [^)]*\)/;
 
 /**
  * A failed build's messages as the agent may see them: each diagnostic of a file under the capture's
@@ -116,20 +164,16 @@ export function captureDiagnostics(dir: string, output: string): string[] {
   const out: string[] = [];
   for (const line of output.split("\n")) {
     if (line.startsWith("kerncap: ")) {
-      // the slice's own log is a build output, which MCP read_file does not read: said so, not pointed at
-      out.push(
-        line.replace(
-          /\(its messages: [^)]*\)|\(nvcc failed on it: [^)]*\)/,
-          "(its messages are not shown to a confined build: validate on the command line shows them)",
-        ),
-      );
+      // the slice's own log is a build output, which MCP read_file does not read: the whole TU's messages, which
+      // follow it when that fails too, are the ones to fix (nu10 #16: it sent the agent to a command line it has not)
+      out.push(line.replace(SLICE_LOG_NOTE, "(its messages are not shown to a confined build: the whole TU's build, next, says any error to fix)"));
       continue;
     }
     for (const re of DIAGNOSTIC) {
       const d = re.exec(line);
       if (!d) continue;
       const p = real(resolve(dir, d[1]!));
-      if (under(p, src)) out.push(`${relative(root, p)}:${d[2]}: ${d[3]}: ${d[4]}`);
+      if (under(p, src)) out.push(`${relative(root, p)}:${d[2]}: ${d[4]}: ${d[5]}`);
       break;
     }
   }

@@ -162,14 +162,20 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     fullBuild: o.fullBuild,
     ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
   }).built;
-  // the nvcc the build ran (a CUDA build.sh: NVCC or PATH's), said with the toolkit the module names: comparing toolkits needs both
+  return { kernel: m.kernel.name, rebuild: rebuildFacts(c, o, b), wallSeconds: (performance.now() - t0) / 1000 };
+}
+
+/**
+ * A rebuild as validate reports it, in every document that says one (validate's and
+ * --build-only's `rebuild`, E_NO_GPU's `error.details.rebuild`: nu10 #10, one had no nvcc): the
+ * build (module, seconds, builder, steps), the kernel's figures beside the captured module's, a
+ * confined build's sandbox, and the nvcc the build ran (a CUDA build.sh: NVCC or PATH's), said
+ * with the toolkit the module names: comparing toolkits needs both.
+ */
+function rebuildFacts(c: OpenedCapture, o: ValidateOptions, b: Rebuilt): BuildOnlyResult["rebuild"] {
+  const m = c.manifest;
   const compiler = frontendOf(m).buildCompiler?.(c.dir);
-  const nvcc = compiler ? { nvcc: compiler } : {};
-  return {
-    kernel: m.kernel.name,
-    rebuild: { ...b, ...moduleResources(c.dir, m, b.module), ...confinedBy(m, o), ...nvcc },
-    wallSeconds: (performance.now() - t0) / 1000,
-  };
+  return { ...b, ...moduleResources(c.dir, m, b.module), ...confinedBy(m, o), ...(compiler ? { nvcc: compiler } : {}) };
 }
 
 /** --confine: the sandbox the build ran in (`confinement`); nothing without. */
@@ -238,13 +244,13 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     // no GPU here: the edit still compiled, which is worth saying before the replay's error (the --json document says it too)
     if (isKerncapError(e) && e.code === "E_NO_GPU") {
       const b = await rebuild.built;
-      const res = moduleResources(c.dir, m, b.module);
-      const said = describeResources(res);
+      const facts = rebuildFacts(c, o, b);
+      const said = describeResources(facts);
       // the reproducer builds the kernel and what it uses (the slice or the pruned TU): host code after it is not compiled, so "the kernel", not "the file"
       log.success(`rebuilt ${b.module} in ${b.seconds.toFixed(2)} s: the kernel compiles${said ? `: ${said}` : ""}`);
       throw new KerncapError("E_NO_GPU", `the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s), but the replay needs a GPU: ${e.message}`, {
         // the same facts for --json and MCP readers (kerncap.error/1 error.details)
-        details: { rebuild: { module: b.module, seconds: b.seconds, ...(b.builder ? { builder: b.builder } : {}), ...res } },
+        details: { rebuild: facts },
         hint: `The kernel compiles. ${NEEDS_GPU}; ${WITHOUT_GPU}. kerncap doctor says what this machine lacks.`,
       });
     }
@@ -254,7 +260,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   return {
     ...r,
     compare,
-    rebuild: { ...b, ...moduleResources(c.dir, m, b.module), ...confinedBy(m, o) },
+    rebuild: rebuildFacts(c, o, b),
     replaySeconds: (performance.now() - Math.max(rebuild.builtAt(), t0)) / 1000,
     wallSeconds: (performance.now() - t0) / 1000,
   };

@@ -170,7 +170,7 @@ describe("kerncap mcp: the agent's edit that asks whether a file exists", () => 
 });
 
 describe("what a confined build's messages name", () => {
-  test("build.sh's note on the slice's log is kept, without pointing the agent at a build output read_file refuses", async () => {
+  test("build.sh's note on the slice's log is kept, without pointing the agent at a build output read_file refuses, nor at a command line it has not (nu10 #16)", async () => {
     const { captureDiagnostics } = await import("../../src/frontends/confine.ts");
     const dir = tempDir();
     const out = captureDiagnostics(
@@ -178,7 +178,7 @@ describe("what a confined build's messages name", () => {
       "kerncap: the slice src/k.kerncap-slice.cu does not build (nvcc failed on it: build/slice-build.log): compiling the whole TU src/k.cu\nother line\n",
     );
     expect(out).toEqual([
-      "kerncap: the slice src/k.kerncap-slice.cu does not build (its messages are not shown to a confined build: validate on the command line shows them): compiling the whole TU src/k.cu",
+      "kerncap: the slice src/k.kerncap-slice.cu does not build (its messages are not shown to a confined build: the whole TU's build, next, says any error to fix): compiling the whole TU src/k.cu",
     ]);
   });
 });

@@ -184,7 +184,7 @@ describe("CSV outputs", () => {
 });
 
 describe("an MCP agent's confined build and candidates", () => {
-  test("a confined build that fails with no dependency list (stopped in the preprocessor) is E_CONFINED, its compiler messages not shown", async () => {
+  test("a confined build that fails with no dependency list (stopped in the preprocessor) is E_BUILD saying so, its compiler messages not shown, no diagnostic", async () => {
     const { buildReproducer } = await import("../../src/frontends/build.ts");
     const { readManifest } = await import("../../src/format/capture-dir.ts");
     const { recordRendered } = await import("./fixtures.ts");
@@ -200,8 +200,10 @@ describe("an MCP agent's confined build and candidates", () => {
       (x) => x,
     );
     expect(e).toBeInstanceOf(KerncapError);
-    expect(e.code).toBe("E_CONFINED");
+    expect(e.code).toBe("E_BUILD"); // the source's fault, an eval's compile-error (nu10 #29)
+    expect(e.message).toContain("the preprocessor stopped before the dependency list");
     expect(`${e.message}\n${e.hint}`).not.toContain("FOO_IS_ONE");
+    expect(e.details).toEqual({ diagnostics: [] });
   }, 60_000);
 
   test("candidate patches that make a link or change a mode are refused; so is a patch candidate that leaves a link in src/", async () => {

@@ -91,6 +91,72 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     expect(existsSync(join(dir, "build/pruned/check.json"))).toBe(false);
   }, 60_000);
 
+  test("a missing #include: E_BUILD with the fix hint, not the toolchain's (nu10 #30), its diagnostic structured; confined, a compile error saying the preprocessor stopped, none of the compiler's words (nu10 #29)", () => {
+    const { dir, env } = demo();
+    const src = join(dir, "src/saxpy.cu");
+    writeFileSync(src, readFileSync(src, "utf8").replace("#include <cstdio>", '#include <cstdio>\n#include "missing_header.h"'));
+    const r = kerncap(["validate", dir, "--build-only", "--json"], env);
+    expect(r.exitCode).toBe(2);
+    const e = JSON.parse(r.stdout.toString()).error;
+    expect(e.code).toBe("E_BUILD");
+    expect(e.message).toContain("missing_header.h: No such file or directory");
+    expect(e.hint).toBe("Fix the compile error in the edited source and run validate again.");
+    expect(e.details.diagnostics).toContainEqual({
+      file: "src/saxpy.cu",
+      line: 8,
+      column: 10,
+      severity: "fatal",
+      text: "missing_header.h: No such file or directory",
+    });
+    const c = kerncap(["validate", dir, "--build-only", "--json", "--confine"], env);
+    expect(c.exitCode).toBe(2);
+    const ce = JSON.parse(c.stdout.toString()).error;
+    expect(ce.code).toBe("E_BUILD");
+    expect(ce.message).toBe(
+      "the reproducer does not build (build.sh exit 1): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error): check the files the edit includes",
+    );
+    expect(ce.details.diagnostics).toEqual([]); // nothing of the compiler's: it could tell whether a file outside exists
+    expect(`${ce.message}${ce.hint}`).not.toContain("missing_header.h");
+    // no compiler at all (nothing preprocessed): said as the toolchain's, not as the edit's #include
+    const gone = kerncap(["validate", dir, "--build-only", "--json", "--confine"], { ...env, NVCC: "/nonexistent/nvcc" });
+    const ge = JSON.parse(gone.stdout.toString()).error;
+    expect(ge.message).toContain("build.sh could not run a program it calls, so nothing was compiled");
+    expect(ge.hint).toStartWith("build.sh could not run a program it calls");
+  }, 60_000);
+
+  test("a syntax error: nvcc's diagnostics structured alike on the command line (absolute paths) and confined (src/…: nu10 #2); the confined slice note names no command line (nu10 #16)", () => {
+    const { dir, env } = demo();
+    const src = join(dir, "src/saxpy.cu");
+    writeFileSync(src, readFileSync(src, "utf8").replace("p->a * p->x.data[i]", "p->a * p->x.data[i] undefined_fn(i)"));
+    const docs = [[], ["--confine"]].map((extra) => {
+      const r = kerncap(["validate", dir, "--build-only", "--json", ...extra], env);
+      expect(r.exitCode).toBe(2);
+      return JSON.parse(r.stdout.toString()).error;
+    });
+    expect(docs[0].message).toContain(`${dir}/src/saxpy.cu(22): error: expected a ";"`); // nvcc's own form, on the command line
+    for (const e of docs) {
+      expect(e.code).toBe("E_BUILD");
+      expect(e.details.diagnostics).toContainEqual({ file: "src/saxpy.cu", line: 22, column: null, severity: "error", text: 'expected a ";"' });
+    }
+    expect(docs[1].details.diagnostics).toEqual(docs[0].details.diagnostics);
+    expect(docs[1].message).not.toContain("on the command line");
+    expect(docs[1].message).toContain("the whole TU's build, next, says any error to fix");
+  }, 60_000);
+
+  test("validate --json without a GPU: E_NO_GPU's details.rebuild is --build-only's rebuild, nvcc and all (nu10 #10)", () => {
+    const { dir, env } = demo();
+    const built = kerncap(["validate", dir, "--build-only", "--json", "--full-build"], env);
+    expect(built.exitCode, built.stderr.toString()).toBe(0);
+    const rebuild = JSON.parse(built.stdout.toString()).rebuild;
+    const r = kerncap(["validate", dir, "--json", "--full-build"], env);
+    expect(r.exitCode).toBe(2);
+    const e = JSON.parse(r.stdout.toString()).error;
+    expect(e.code).toBe("E_NO_GPU");
+    expect(e.details.rebuild.nvcc).toMatch(/\/nvcc$/);
+    expect(Object.keys(e.details.rebuild).sort()).toEqual(Object.keys(rebuild).sort());
+    expect(e.details.rebuild.nvcc).toBe(rebuild.nvcc);
+  }, 60_000);
+
   test("the spills of a rebuild under -maxrregcount (EXTRA_FLAGS) are ptxas -v's, beside the captured module's none; in the text, --json and the watch's built line (nu9 #6)", async () => {
     const { dir, env } = demo();
     const src = join(dir, "src/saxpy.cu");

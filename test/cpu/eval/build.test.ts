@@ -1,8 +1,8 @@
 /**
  * src/eval/build.ts: a candidate that does not fit src/ is never built and is an error with its
  * code (E_PATCH, E_CANDIDATE), not a compile-error (a script reading the verdict would think the
- * kernel failed to compile); and, with nvcc, a confined build that stops in the preprocessor says
- * so without naming kerncap mcp, its parentheses balanced.
+ * kernel failed to compile); and, with nvcc, a build that stops in the preprocessor is a
+ * compile-error, with the compiler's diagnostics on the command line and none of its words confined.
  */
 import { expect, test } from "bun:test";
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -42,8 +42,30 @@ test("a patch that does not apply and a replacement file src/ lacks: each its ow
   ]);
 });
 
+test("a candidate whose build runs past KERNCAP_BUILD_TIMEOUT is a compile-error 'timed out after N s' (nu10 #24), not an unjudged error", async () => {
+  const cap = join(tempDir(), "cap");
+  await makeCapture(cap);
+  mkdirSync(join(cap, "src"));
+  writeFileSync(join(cap, "src/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
+  writeFileSync(join(cap, "build.sh"), "#!/usr/bin/env bash\nset -e\nmkdir -p build\nsleep 30\n: >build/k.o\necho build/k.o\n", { mode: 0o755 });
+  const d = tempDir();
+  writeFileSync(join(d, "kernel.cu"), "__global__ void scale(float* x, int n) { x[0] = n; }\n");
+  const before = process.env.KERNCAP_BUILD_TIMEOUT;
+  process.env.KERNCAP_BUILD_TIMEOUT = "1";
+  try {
+    const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "kernel.cu")), join(d, "copy"), { force: false });
+    if (!("failed" in b)) throw new Error("built");
+    expect(b.failed).toMatchObject({ verdict: "compile-error", code: "E_BUILD", diagnostics: [] });
+    expect(b.failed.reason).toContain("build.sh timed out after 1 s (KERNCAP_BUILD_TIMEOUT)");
+    expect(b.failed.seconds).toBeLessThan(10);
+  } finally {
+    if (before === undefined) delete process.env.KERNCAP_BUILD_TIMEOUT;
+    else process.env.KERNCAP_BUILD_TIMEOUT = before;
+  }
+}, 30_000);
+
 test.skipIf(!NVCC)(
-  "a confined build stopped in the preprocessor: on the command line a compile-error with the compiler's message (nu7 #17); under --confine (kerncap mcp) said as a confined build's, parentheses balanced",
+  "a build stopped in the preprocessor: on the command line a compile-error with the compiler's message (nu7 #17) and its diagnostics (nu10 #2); under --confine (kerncap mcp) a compile-error saying the preprocessor stopped, no word of the compiler's (nu10 #29)",
   async () => {
     const cap = join(tempDir(), "cap");
     writeDemo(cap, false);
@@ -59,12 +81,21 @@ test.skipIf(!NVCC)(
       expect(mine.failed.reason).toContain(
         name === "inc" ? "src/saxpy.cu:1: fatal error: nothere.h: No such file or directory" : "#error tile size unsupported",
       );
+      expect(mine.failed.diagnostics?.[0]).toMatchObject(
+        name === "inc"
+          ? { file: "src/saxpy.cu", line: 1, column: 10, severity: "fatal", text: "nothere.h: No such file or directory" }
+          : { file: "src/saxpy.cu", line: 1, severity: "error", text: "#error tile size unsupported" },
+      );
     }
-    const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "inc")), join(d, "copy"), { force: false, confine: true });
-    if (!("failed" in b)) throw new Error("built");
-    expect(b.failed).toMatchObject({ verdict: "error", code: "E_CONFINED" });
-    expect(b.failed.reason).toStartWith("build.sh wrote no dependency list (build/kerncap-deps.d, exit 1): a confined build cannot tell");
-    expect(b.failed.reason).not.toContain("kerncap mcp");
+    for (const name of ["inc", "perr"]) {
+      const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, name)), join(d, `copy-${name}`), { force: false, confine: true });
+      if (!("failed" in b)) throw new Error("built");
+      // the candidate's fault, a compile-error, not an unjudged error
+      expect(b.failed).toMatchObject({ verdict: "compile-error", code: "E_BUILD", diagnostics: [] });
+      expect(b.failed.reason).toBe(
+        "the reproducer does not build (build.sh exit 1): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error): check the files the edit includes",
+      );
+    }
   },
   60_000,
 );

@@ -1,0 +1,110 @@
+/**
+ * src/frontends/build.ts's reading of a failed build.sh: which hint a failure gets (a compiler's
+ * "No such file or directory" about a header is the source's error, only the shell's is a missing
+ * toolchain: nu10 #30), the structured diagnostics of E_BUILD in both compilers' forms (nu10 #2:
+ * src/frontends/confine.ts parseDiagnostics), and KERNCAP_BUILD_TIMEOUT's limit on build.sh (nu10 #24).
+ */
+import { expect, test } from "bun:test";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { isKerncapError, type KerncapError } from "../../../src/errors.ts";
+import { buildFailureHint, buildReproducer, buildTimeout, CONFINED_SECONDS, FIX_AND_VALIDATE } from "../../../src/frontends/build.ts";
+import { parseDiagnostics } from "../../../src/frontends/confine.ts";
+import { makeCapture, tempDir } from "../fixtures.ts";
+
+async function thrown(f: () => Promise<unknown>): Promise<KerncapError> {
+  try {
+    await f();
+  } catch (e) {
+    if (isKerncapError(e)) return e;
+    throw e;
+  }
+  throw new Error("did not throw");
+}
+
+test("a compiler's 'No such file or directory' about a header is a compile error to fix; the shell's about a program, or exit 126/127, a missing toolchain (nu10 #30)", () => {
+  const missingHeader =
+    "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: build/slice-build.log): compiling the whole TU src/saxpy.cu\n" +
+    "/tmp/cap/src/saxpy.cu:20:10: fatal error: missing_header.h: No such file or directory\n" +
+    '   20 | #include "missing_header.h"\n      |          ^~~~~~~~~~~~~~~~~~\ncompilation terminated.';
+  expect(buildFailureHint(1, missingHeader)).toBe(FIX_AND_VALIDATE);
+  expect(buildFailureHint(1, 'src/k.cu(3): catastrophic error: cannot open source file "h.h"')).toBe(FIX_AND_VALIDATE);
+  expect(buildFailureHint(1, "src/k.cu:3:10: fatal error: sub/h.h: No such file or directory")).toBe(FIX_AND_VALIDATE);
+  // a source line the compiler quotes (indented) is the source's, whatever it says
+  expect(buildFailureHint(1, 'src/k.cu:3:2: error: #error "x"\n    3 | #error x: command not found')).toBe(FIX_AND_VALIDATE);
+  const toolchain = /^build\.sh could not run a program it calls/;
+  expect(buildFailureHint(1, "/tmp/cap/build.sh: line 39: /nonexistent/nvcc: No such file or directory")).toMatch(toolchain);
+  expect(buildFailureHint(1, "bash: line 1: nvcc: command not found")).toMatch(toolchain);
+  expect(buildFailureHint(1, "/usr/bin/env: 'python3': No such file or directory")).toMatch(toolchain);
+  expect(buildFailureHint(127, "whatever")).toMatch(toolchain);
+  expect(buildFailureHint(126, "")).toMatch(toolchain);
+});
+
+test("parseDiagnostics: nvcc's EDG form and GCC's, files relative to the capture (src/…), column null where EDG gives none; confined: src/ only", () => {
+  const dir = tempDir();
+  mkdirSync(join(dir, "src"));
+  const out = [
+    `${dir}/src/saxpy.cu(23): error: expected a ";"`,
+    "    undefined_fn(i);",
+    "    ^",
+    `${dir}/src/saxpy.cu(30): warning #177-D: variable "x" was declared but never referenced`,
+    'src/k.cuh(4): catastrophic error: cannot open source file "nope.h"',
+    `${dir}/src/saxpy.cu:20:10: fatal error: missing_header.h: No such file or directory`,
+    "src/saxpy.cu:23: error: expected ';' before '}' token",
+    "/usr/include/stdio.h:12:3: error: something of the system's",
+    '2 errors detected in the compilation of "src/saxpy.cu".',
+  ].join("\n");
+  const all = parseDiagnostics(dir, out, { captureOnly: false });
+  expect(all).toEqual([
+    { file: "src/saxpy.cu", line: 23, column: null, severity: "error", text: 'expected a ";"' },
+    { file: "src/saxpy.cu", line: 30, column: null, severity: "warning", text: 'variable "x" was declared but never referenced' },
+    { file: "src/k.cuh", line: 4, column: null, severity: "fatal", text: 'cannot open source file "nope.h"' },
+    { file: "src/saxpy.cu", line: 20, column: 10, severity: "fatal", text: "missing_header.h: No such file or directory" },
+    { file: "src/saxpy.cu", line: 23, column: null, severity: "error", text: "expected ';' before '}' token" },
+    { file: "/usr/include/stdio.h", line: 12, column: 3, severity: "error", text: "something of the system's" },
+  ]);
+  // a confined build's: none of a file outside src/
+  expect(parseDiagnostics(dir, out, { captureOnly: true }).map((d) => d.file)).not.toContain("/usr/include/stdio.h");
+  expect(parseDiagnostics(dir, out, { captureOnly: true })).toHaveLength(5);
+});
+
+test("KERNCAP_BUILD_TIMEOUT: a whole number of seconds, else E_USAGE; unset: none on the command line, CONFINED_SECONDS for a limited build", () => {
+  expect(buildTimeout(false, {})).toBeUndefined();
+  expect(buildTimeout(true, {})).toEqual({ seconds: CONFINED_SECONDS, set: false });
+  expect(buildTimeout(false, { KERNCAP_BUILD_TIMEOUT: "90" })).toEqual({ seconds: 90, set: true });
+  expect(buildTimeout(true, { KERNCAP_BUILD_TIMEOUT: "1200" })).toEqual({ seconds: 1200, set: true });
+  for (const bad of ["0", "-3", "1.5", "10s", "x"]) {
+    let e: unknown;
+    try {
+      buildTimeout(false, { KERNCAP_BUILD_TIMEOUT: bad });
+    } catch (x) {
+      e = x;
+    }
+    expect(isKerncapError(e) && e.code, bad).toBe("E_USAGE");
+  }
+});
+
+test("a build.sh past KERNCAP_BUILD_TIMEOUT: its group killed (the sleep under it too), E_BUILD 'timed out after N s' (nu10 #24)", async () => {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "src"));
+  writeFileSync(join(dir, "src/k.cu"), "__global__ void scale(float* x, int n) {}\n");
+  writeFileSync(join(dir, "build.sh"), "#!/usr/bin/env bash\nset -e\nmkdir -p build\nsleep 30\n: >build/k.o\necho build/k.o\n", { mode: 0o755 });
+  const before = process.env.KERNCAP_BUILD_TIMEOUT;
+  process.env.KERNCAP_BUILD_TIMEOUT = "1";
+  const t0 = performance.now();
+  try {
+    const e = await thrown(() => buildReproducer(dir, { quiet: true, force: false }));
+    expect(e.code).toBe("E_BUILD");
+    expect(e.message).toContain("build.sh timed out after 1 s (KERNCAP_BUILD_TIMEOUT)");
+    expect(e.details).toMatchObject({ timedOut: true, timeoutSeconds: 1, diagnostics: [] });
+    expect(performance.now() - t0).toBeLessThan(10_000); // not the sleep's 30 s
+  } finally {
+    if (before === undefined) delete process.env.KERNCAP_BUILD_TIMEOUT;
+    else process.env.KERNCAP_BUILD_TIMEOUT = before;
+  }
+  // unset: the user's own build runs without a limit (here it finishes)
+  writeFileSync(join(dir, "build.sh"), "#!/usr/bin/env bash\nset -e\nmkdir -p build\nsleep 1.2\n: >build/k.o\necho build/k.o\n", { mode: 0o755 });
+  const b = await buildReproducer(dir, { quiet: true, force: false });
+  expect(b.module).toEndWith("build/k.o");
+}, 30_000);
