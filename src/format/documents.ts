@@ -432,8 +432,8 @@ export const DOCUMENTS = {
   "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
   eval: v.object({
     ...id("eval"),
-    /** The capture folder whose reproducer was built (the first input), and every input's identity. */
-    dir: v.string(),
+    /** The capture folder whose reproducer was built (the first input; null for --merge), and every input's identity. */
+    dir: v.nullable(v.string()),
     inputs: v.array(v.string()),
     /** The --jsonl results file (absolute path); null when none was given, and for --merge (its files are the command line's). */
     results: v.nullable(v.string()),
@@ -462,7 +462,18 @@ export const DOCUMENTS = {
       }),
     ),
     records: v.array(EvalRecord),
-    summary: v.object({ candidates: U, ...Object.fromEntries(EVAL_VERDICTS.map((k) => [k, U])) } as Record<string, typeof U>),
+    /**
+     * Candidates by verdict; byCode: the candidates that are not matches by their code (E_NO_GPU,
+     * E_BUILD, E_PATCH …); unjudged: those of verdict error by why: noGpu (E_NO_GPU: built, no GPU
+     * here), candidate (its own fault: E_PATCH, E_CANDIDATE, E_NOT_SOURCE, E_PACK_NAME, E_CONFINED;
+     * no rerun changes it), other (a worker that died …: --resume tries it again).
+     */
+    summary: v.object({
+      candidates: U,
+      ...(Object.fromEntries(EVAL_VERDICTS.map((k) => [k, U])) as Record<string, typeof U>),
+      byCode: v.record(v.string(), U),
+      unjudged: v.object({ noGpu: U, candidate: U, other: U }),
+    }),
     seconds: v.object({ wall: N, build: N, run: N }),
     /** 2 when a candidate could not be judged (error), else 0: the process's exit status, with this document (no kerncap.error/1) on stdout. */
     exitCode: U,
