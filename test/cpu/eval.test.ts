@@ -22,7 +22,21 @@ import { KerncapError } from "../../src/errors.ts";
 import { splitPositionals } from "../../src/cli/commands/eval.ts";
 import { tuneNotes, type TuneRow } from "../../src/frontends/tune.ts";
 import * as v from "valibot";
-import { makeCapture, noGpuResult, noGpuSession, recordLine, recordRendered, tempDir, thrownBy, withResultsKey } from "./fixtures.ts";
+import {
+  makeCapture,
+  noGpuResult,
+  noGpuSession,
+  recordLine,
+  recordRendered,
+  stockBuildSh,
+  tempDir,
+  thrownBy,
+  trustDigest,
+  withResultsKey,
+} from "./fixtures.ts";
+import { markReceived } from "../../src/format/received.ts";
+import { runCommand } from "citty";
+import { commands } from "../../src/cli/main.ts";
 import { keyId } from "../../src/format/record-auth.ts";
 import { fakeBuild, fakeEvalOptions, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
@@ -1176,3 +1190,39 @@ describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-u
     expect((await thrownBy(() => quiet(() => runEval(options([cap], files, { jsonl: f, resume: true })))))?.message).toBe(e?.message);
   });
 });
+
+test("a received capture's refusal (E_UNTRUSTED) gives a command that runs as it is and remembers the trust, and keeps build.sh out of the message (nu10 #9: `kerncap eval DIR … --trust=` had a literal …, and 5.5 KB of build.sh in the message)", async () => {
+  const saved = process.env.XDG_STATE_HOME;
+  process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+  try {
+    const cap = await captureWithSource(stockBuildSh());
+    markReceived(cap, join(dirname(cap), "cap.zip"));
+    const digest = trustDigest(cap);
+    const refused = await quiet(() => runEval(options([cap], candidateFiles({ "k.cu": "match" })))).catch((e) => e);
+    expect(refused).toBeInstanceOf(KerncapError);
+    expect(refused.code).toBe("E_UNTRUSTED");
+    const command = refused.details.trust.command as string;
+    expect(command).toBe(`kerncap validate ${cap} --build-only --trust=${digest}`);
+    expect(command).not.toContain("…");
+    expect(refused.hint).toContain(`${command} (remembered for this folder`);
+    expect(refused.hint).toContain("then run the eval again");
+    expect(refused.message).not.toContain("#!/usr/bin/env bash"); // build.sh shown on stderr (and named in details), not inlined
+    expect(refused.message.length).toBeLessThan(1000);
+    // the command, run as given (its build may fail here: the trust is recorded before it runs) ...
+    const argv = command.split(" ").slice(2);
+    await quiet(async () => runCommand(await commands.validate(), { rawArgs: argv })).catch(() => {});
+    // ... lets the eval build the candidates, without --trust
+    const { value: r } = await quiet(() => runEval(options([cap], candidateFiles({ "k.cu": "match" }))));
+    expect(r.candidates.map((c) => c.verdict)).toEqual(["match"]);
+    // a confined eval (kerncap mcp's agent reads the error document, not stderr): the files stay in the message, the command is the same
+    const other = await captureWithSource(stockBuildSh());
+    markReceived(other, join(dirname(other), "cap.zip"));
+    const confined = await runEval(options([other], candidateFiles({ "k.cu": "match" }), { confine: true })).catch((e) => e);
+    expect(confined.code).toBe("E_UNTRUSTED");
+    expect(confined.message).toContain("#!/usr/bin/env bash");
+    expect(confined.details.trust.command).toBe(`kerncap validate ${other} --build-only --trust=${trustDigest(other)}`);
+  } finally {
+    if (saved === undefined) delete process.env.XDG_STATE_HOME;
+    else process.env.XDG_STATE_HOME = saved;
+  }
+}, 60_000);
