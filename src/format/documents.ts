@@ -15,6 +15,7 @@ import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { Manifest, ProcessIdentity } from "./manifest.ts";
 import { JUDGE_SCHEMA, JudgeFile } from "./judge-file.ts";
+import { CandidateList } from "./candidate-list.ts";
 
 /** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
 export const DOCUMENT_VERSIONS = {
@@ -528,11 +529,13 @@ export const DOCUMENTS = {
 } satisfies Record<DocumentName, v.GenericSchema>;
 
 /** What `kerncap schema` can print: the manifest, the files kerncap writes in a capture folder with a schema id of their own, and every document. */
-export const SCHEMA_NAMES = ["manifest", "capture-set", "judge-settings", ...Object.keys(DOCUMENTS)] as const;
+export const SCHEMA_NAMES = ["manifest", "capture-set", "judge-settings", "candidate-list", ...Object.keys(DOCUMENTS)] as const;
 
 /** Files with a schema of their own (not a verb's document): their valibot schema and `schema` id. */
 const FILE_SCHEMAS: Record<string, { schema: v.GenericSchema; id: string }> = {
   "judge-settings": { schema: JudgeFile, id: JUDGE_SCHEMA },
+  /** eval's --candidate-list FILE (no schema field of its own: the $id names the form). */
+  "candidate-list": { schema: CandidateList, id: "kerncap.candidate-list" },
 };
 
 /**
@@ -572,6 +575,7 @@ const TITLES: Record<string, string> = {
   manifest: "kerncap capture manifest (kerncap.json)",
   "capture-set": "index of a folder of several captures (kerncap-captures.json)",
   "judge-settings": "a capture's judging settings (kerncap-judge.json, written by kerncap judge)",
+  "candidate-list": "the candidates of kerncap eval --candidate-list FILE, each with its label",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
   "validate-build": "kerncap validate --build-only --json (the rebuild alone, no replay)",
   "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",
