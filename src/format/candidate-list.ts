@@ -33,7 +33,9 @@ export const LIST_FORMS = {
     spec: v.pipe(
       v.string(),
       v.minLength(1),
-      v.description("A path as the command line gives a candidate: an edited src/ folder, a .patch/.diff file, or a replacement file (relative to the working folder)"),
+      v.description(
+        "A path as the command line gives a candidate: an edited src/ folder, a .patch/.diff file, or a replacement file (relative to the working folder)",
+      ),
     ),
   }),
   overlay: v.strictObject({

@@ -435,9 +435,24 @@ export const TOOLS = {
 export const TOOL_NAMES = Object.keys(TOOLS);
 export type ToolName = keyof typeof TOOLS;
 
-/** A JSON Schema (draft-07) for MCP: the valibot schema's, without the keys that only a top-level document carries. */
+/**
+ * What a valibot schema cannot say in its JSON Schema, by the schema it is of: an evaluate
+ * candidate gives exactly one of files, patch, config (nu10 #18d: a schema-driven client could
+ * not know; the server's own check says it too, E_USAGE "give exactly one").
+ */
+const JSON_SCHEMA_EXTRA = new Map<unknown, Record<string, unknown>>([
+  [McpCandidate, { oneOf: [{ required: ["files"] }, { required: ["patch"] }, { required: ["config"] }] }],
+]);
+
+/** A JSON Schema (draft-07) for MCP: the valibot schema's (with JSON_SCHEMA_EXTRA), without the keys that only a top-level document carries. */
 export function toolSchema(s: v.GenericSchema): Record<string, unknown> {
-  const { $schema: _, ...js } = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
+  const { $schema: _, ...js } = toJsonSchema(s, {
+    errorMode: "ignore",
+    overrideSchema: (c) => {
+      const extra = JSON_SCHEMA_EXTRA.get(c.valibotSchema);
+      return extra ? { ...c.jsonSchema, ...extra } : undefined;
+    },
+  }) as Record<string, unknown>;
   return js;
 }
 

@@ -219,3 +219,14 @@ test("the document says by code and by kind why candidates were not judged (nu10
   expect(merged.summary.unjudged.noGpu).toBe(1);
   expect(v.safeParse(DOCUMENTS.eval, jsonDocument("eval", merged)).success).toBe(true);
 });
+
+test("a results line without a schema field is said so, not as `schema undefined` (nu10 #18f)", () => {
+  const d = tempDir();
+  const f = join(d, "r.jsonl");
+  writeFileSync(f, `${JSON.stringify({ candidate: "x" })}\n${JSON.stringify({ candidate: "y" })}\n`);
+  expect(() => mergeEval([f])).toThrow(`${f}, line 1: no "schema" field (a kerncap.eval-record/1 record has one)`);
+  writeFileSync(f, "[1]\n[2]\n");
+  expect(() => mergeEval([f])).toThrow("line 1: not a JSON object (a kerncap.eval-record/1 record is one)");
+  writeFileSync(f, `${JSON.stringify({ schema: "kerncap.check-record/1" })}\n{}\n`);
+  expect(() => mergeEval([f])).toThrow('line 1: schema "kerncap.check-record/1" is not kerncap.eval-record/1');
+});
