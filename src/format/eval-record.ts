@@ -97,9 +97,17 @@ export const EvalRecord = v.object({
    * The build: wall time (s); the kernel's registers per thread and its thread's stack frame
    * (bytes of local memory, where spilled registers and local arrays go: ptxas's "bytes stack
    * frame"), both from the cubin's .nv.info (src/codeobj/cubin.ts); null where unknown (a failed
-   * build, a module that is not a cubin).
+   * build, a module that is not a cubin). moduleSha256: the SHA-256 (hex) of the module the build
+   * made, what the GPU loads: two candidates with one digest are one kernel (an edit of comments
+   * or white space builds the module of the source it edited); absent where nothing was built and
+   * in records of kerncap before it (nu10 #15).
    */
-  build: v.object({ seconds: N, registers: v.nullable(N), stackFrameBytes: v.nullable(N) }),
+  build: v.object({
+    seconds: N,
+    registers: v.nullable(N),
+    stackFrameBytes: v.nullable(N),
+    moduleSha256: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
+  }),
   /**
    * The candidate's private copy (an absolute path, DIR/build/eval/<16 hex>), kept after the eval
    * with what its build left (build/slice-build.log, the module); null where none is kept (built in

@@ -1226,3 +1226,24 @@ test("a received capture's refusal (E_UNTRUSTED) gives a command that runs as it
     else process.env.XDG_STATE_HOME = saved;
   }
 }, 60_000);
+
+test("a built candidate's records carry its module's SHA-256: two candidates that build one module share it (a comment-only edit); none for one that did not build (nu10 #15)", async () => {
+  const cap = await captureWithSource();
+  const cands = candidateFiles({ "kernel.cu": "match 1.1", "util.h": "compile-error" });
+  const other = join(tempDir("kerncap-cands-"), "kernel.cu");
+  writeFileSync(other, "match 1.1 // a comment only");
+  // a build as a compiler's: comments make no code
+  const build = fakeBuild();
+  const buildWith: NonNullable<EvalOptions["buildWith"]> = async (d, m, c, dest) => {
+    const b = await build(d, m, c, dest);
+    if ("built" in b) writeFileSync(b.built.module, readFileSync(b.built.module, "utf8").replace(/\s*\/\/.*$/, ""));
+    return b;
+  };
+  const { value: r } = await quiet(() => runEval(options([cap], [...cands, other], { buildWith })));
+  const sha = new Bun.CryptoHasher("sha256").update("match 1.1").digest("hex");
+  const built = r.records.filter((x) => x.verdict === "match");
+  expect(built.length).toBe(2);
+  for (const x of built) expect(x.build.moduleSha256).toBe(sha);
+  expect(r.records.find((x) => x.verdict === "compile-error")!.build.moduleSha256).toBeUndefined();
+  for (const x of r.records) expect(v.safeParse(EvalRecord, x).success).toBe(true);
+});
