@@ -606,7 +606,12 @@ describe("isolation: real worker processes", () => {
     };
     const task = (dir: string, text: string): EvalTask => ({ candidate: text, input: dir, dir, module: mod(text) });
     expect(await judge.judge(task(a, "good"), SETTINGS)).toMatchObject({ verdict: "match" });
-    expect(await judge.judge(task(a, "bad"), SETTINGS)).toMatchObject({ verdict: "mismatch", reason: expect.stringContaining("0x7f0000000000") });
+    // a mismatch's outcome carries validate's mismatches (nu10 #3: how wrong, without validating again)
+    expect(await judge.judge(task(a, "bad"), SETTINGS)).toMatchObject({
+      verdict: "mismatch",
+      reason: expect.stringContaining("0x7f0000000000"),
+      judgement: { mismatches: [{ va: "0x7f0000000000", firstDiffOffset: 8, bytesDiffering: 4088 }] },
+    });
     expect(await judge.judge(task(b, "good"), SETTINGS)).toMatchObject({ verdict: "match" });
     expect(opened).toEqual([a, b]);
     expect(n).toBe(3);
