@@ -262,7 +262,7 @@ export const ERROR_CODES = {
     exit: 2,
     about:
       "An eval candidate's patch does not apply to the capture's src/, or is no patch git apply reads (empty, not a diff, a link, a mode change, a rename), or writes a path outside src/ (the candidate's verdict is error: it was never built; the other candidates are evaluated).",
-    hint: "Make the patch against the capture's src/ (diff -ru src edited, or git diff inside src/).",
+    hint: "Make the patch against the capture's src/ (diff -ru src edited, git diff inside src/, or diff -u FILE EDITED inside src/: names a/kernel.cu, b/kernel.cu or bare kernel.cu).",
   },
   E_CANDIDATE: {
     exit: 2,

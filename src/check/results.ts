@@ -84,7 +84,15 @@ export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>,
     let rec: R | undefined;
     try {
       const json = JSON.parse(body);
-      if (json?.schema !== kind.schema) throw new Error(`schema ${JSON.stringify(json?.schema)} is not ${kind.schema}`);
+      if (json?.schema !== kind.schema)
+        // a line without the field is said so (nu10 #18f: "schema undefined is not …")
+        throw new Error(
+          json === null || typeof json !== "object" || Array.isArray(json)
+            ? `not a JSON object (a ${kind.schema} record is one)`
+            : !("schema" in json)
+              ? `no "schema" field (a ${kind.schema} record has one)`
+              : `schema ${JSON.stringify(json.schema)} is not ${kind.schema}`,
+        );
       // who wrote it, before what it says: a made-up record may hold any numbers a run could give
       const forged = recordAuthProblem(kind.schema, json, key!);
       if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, line ${line}: ${forged}`, { hint: authHint });

@@ -169,16 +169,17 @@ export function allowVersionMismatchArg(when = "") {
 
 /** --atol/--rtol/--dtype/--multiset: how a replay is judged, shared by replay, validate, tune, check and eval. */
 export const toleranceArgs = {
+  // no "(Default: 0)": where the option is left out the capture's judging settings apply, and only without them 0 (nu10 #18b)
   atol: {
     type: "string",
     description:
-      "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|); else the capture's judging settings' (kerncap judge) (Default: 0)",
+      "Absolute tolerance per element (|got − expected| ≤ atol + rtol·|expected|) (default: the capture's judging settings from kerncap judge, else 0)",
   },
-  rtol: { type: "string", description: "Relative tolerance per element; else the capture's judging settings' (Default: 0)" },
+  rtol: { type: "string", description: "Relative tolerance per element (default: the capture's judging settings from kerncap judge, else 0)" },
   dtype: {
     type: "string",
     description:
-      "Element type for regions whose type the kernel signature does not give, or REGION=T for one region (N, 0x…, param:N; repeatable); else the capture's judging settings' (kerncap judge) (Default: fp32)",
+      "Element type for regions whose type the kernel signature does not give, or REGION=T for one region (N, 0x…, param:N; repeatable) (default: the capture's judging settings from kerncap judge, else fp32)",
     valueHint: "T|REGION=T",
   },
   multiset: {

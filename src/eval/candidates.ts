@@ -70,46 +70,8 @@ export interface Candidate {
   refused?: { code: string; reason: string };
 }
 
-/**
- * The codes of a candidate that does not fit the capture's src/, never built: a patch that does not
- * apply (E_PATCH), a replacement file or tree that does not fit, a config for a capture that is
- * not Triton's (E_CANDIDATE), a path no candidate may write (E_NOT_SOURCE: not a source file;
- * E_PACK_NAME: a name pack refuses). No rerun changes them (src/eval/report.ts CANDIDATE_FAULTS).
- */
-export const CANDIDATE_FAULT_CODES = ["E_PATCH", "E_CANDIDATE", "E_NOT_SOURCE", "E_PACK_NAME"] as const;
-
-/** A candidate's label in a candidate list: a name as kerncap mcp's evaluate takes it. */
-const LABEL = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/;
-
-/** The kinds a refused entry of a candidate list may name. */
-export const LISTED_KINDS = ["tree", "overlay", "patch", "file", "config"] as const;
-
-/** Each form of a candidate list's entry, by the key that tells it (listProblem picks one by it). */
-const LIST_FORMS = {
-  spec: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), spec: v.pipe(v.string(), v.minLength(1)) }),
-  overlay: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), overlay: v.pipe(v.string(), v.minLength(1)) }),
-  config: v.strictObject({ label: v.pipe(v.string(), v.regex(LABEL)), config: v.pipe(v.string(), v.regex(/^[A-Za-z_]\w*=/)) }),
-  refused: v.strictObject({
-    label: v.pipe(v.string(), v.regex(LABEL)),
-    refused: v.strictObject({
-      kind: v.picklist(LISTED_KINDS),
-      code: v.picklist(CANDIDATE_FAULT_CODES),
-      reason: v.pipe(v.string(), v.minLength(1), v.maxLength(4000)),
-    }),
-  }),
-};
-
-/**
- * A candidate list (`kerncap eval --candidate-list FILE`, what kerncap mcp's evaluate writes): each
- * candidate's label (the agent's name, verbatim) and one of: its spec (a path as the command line
- * gives a candidate: a folder, a .patch file, a replacement file), an overlay (a folder holding
- * src/… with only the files that replace or add files of src/: overlayCandidate), its Triton
- * config (text, never looked up as a file), or why it was refused before eval (its kind, code and
- * reason: never written, never built).
- */
-export const CandidateList = v.strictObject({
-  candidates: v.pipe(v.array(v.union([LIST_FORMS.spec, LIST_FORMS.overlay, LIST_FORMS.config, LIST_FORMS.refused])), v.minLength(1)),
-});
+export { CANDIDATE_FAULT_CODES, CandidateList, LISTED_KINDS } from "../format/candidate-list.ts";
+import { CANDIDATE_FAULT_CODES, CandidateList, LIST_FORMS, LISTED_KINDS } from "../format/candidate-list.ts";
 
 /**
  * What is wrong with a candidate list that CandidateList refuses, naming the field (nu7 #4: a
@@ -130,7 +92,6 @@ function listProblem(parsed: unknown, first: v.BaseIssue<unknown>): string {
     }
   return at(v.getDotPath(first) ?? "(top)", first);
 }
-export type CandidateList = v.InferOutput<typeof CandidateList>;
 
 /**
  * The candidates of a candidate list, each labelled as the list says (its identity: that label and

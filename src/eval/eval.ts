@@ -22,7 +22,8 @@
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
-import { existsSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
@@ -502,6 +503,7 @@ async function buildInto(
               verdict: b.failed.verdict,
               reason: b.failed.reason,
               code: b.failed.code,
+              ...(b.failed.diagnostics ? { diagnostics: b.failed.diagnostics } : {}),
               numerics: null,
               timing: null,
               runSeconds: 0,
@@ -513,7 +515,9 @@ async function buildInto(
         );
         return;
       }
-      rec.builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes });
+      // the module's digest: a harness tells candidates that built one kernel apart from those that did not (nu10 #15)
+      const moduleSha256 = createHash("sha256").update(readFileSync(b.built.module)).digest("hex");
+      rec.builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes, moduleSha256 });
       for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
     };
     const jobs = Math.max(1, o.jobs ?? availableParallelism());

@@ -11,7 +11,7 @@ import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { relativePathProblem } from "../format/paths.ts";
 import { notAnEditableSource } from "../frontends/index.ts";
-import { PatchProblem, patchPaths, readPatch } from "./patch.ts";
+import { PATCH_NAMES_EXAMPLE, PatchProblem, patchPaths, readPatch, stripRule } from "./patch.ts";
 
 /**
  * Why a patch is not a candidate's (or undefined), read whole as git apply reads it
@@ -98,6 +98,10 @@ function patchWriteRefusal(name: string, rel: string, m: Pick<Manifest, "kernel"
   return undefined;
 }
 
+/** What to do with a patch whose names or lines do not meet src/. */
+export const PATCH_NAMES_HINT =
+  "Make the patch against the capture's src/: `git diff` or `diff -u FILE EDITED` inside src/, or `diff -ru src edited` run where both folders sit side by side (both one level deep); or give the edited folder itself as the candidate.";
+
 const PATCH_HINT = "Give the candidate as a tree (an edited copy of src/) or a patch of text edits of src/'s source files (diff -ru src edited, or git diff).";
 
 /**
@@ -120,9 +124,12 @@ export async function applyPatch(src: string, name: string, text: Buffer, dest: 
   }
   if (!lstatSync(src, { throwIfNoEntry: false })?.isDirectory()) throw refuse("has no src/ folder to apply to");
   const before = regularFiles(src).files;
-  const { strip, paths } = patchPaths(names, existsSync(join(src, "src")));
+  const { strip, paths } = patchPaths(names, existsSync(join(src, "src")), (rel) => before.has(rel));
   for (const rel of paths) {
     const refused = patchWriteRefusal(name, rel, m, "writes");
+    // a name that ends outside src/'s files (empty, `..`): how the names were read, and what to do (nu10 #19)
+    if (refused?.code === "E_PATCH")
+      throw new KerncapError("E_PATCH", `${refused.message}; ${stripRule(strip)} ${PATCH_NAMES_EXAMPLE}`, { hint: PATCH_NAMES_HINT });
     if (refused) throw refused;
   }
   // git from an absolute PATH entry: a relative one (`.`, node_modules/.bin) would find a git in the candidate's copy
@@ -148,11 +155,10 @@ export async function applyPatch(src: string, name: string, text: Buffer, dest: 
   if (code !== 0) {
     // a path src/ does not hold: say how the patch's names were read (found by a new user: `diff -ru src ../elsewhere` names ../elsewhere's files)
     const missing = /No such file or directory|does not exist in index/.test(err) ? paths.filter((p) => !before.has(p)) : [];
-    const read = missing.length
-      ? `; its file names are read with their first ${strip > 1 ? `${strip} folders` : "folder"} taken off (as git apply -p${strip}), so it names ${[...new Set(missing)].slice(0, 3).join(", ")}, which src/ does not hold`
-      : "";
+    // always how the names were read (nu10 #19), and where they lead outside src/'s files, which
+    const read = `; ${stripRule(strip)}${missing.length ? `, so it names ${[...new Set(missing)].slice(0, 3).join(", ")}, which src/ does not hold` : ""} ${PATCH_NAMES_EXAMPLE}`;
     throw new KerncapError("E_PATCH", `the patch ${name} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
-      hint: "Make the patch against the capture's src/: `diff -ru src edited` run where both folders sit side by side (both one level deep), or `git diff` inside src/; or give the edited folder itself as the candidate.",
+      hint: PATCH_NAMES_HINT,
     });
   }
   // whatever git made of it: src/ holds regular files and folders only, each new one at an allowed name

@@ -228,11 +228,34 @@ function gitHeader(lines: string[], from: number, names: string[], done: (i: num
 /**
  * The paths, relative to src/, that git apply writes for `names` (readPatch's): with -p2 when
  * every name is `x/src/…` and src/ holds no src/ of its own (a `git diff` from the capture
- * folder), else -p1 (`git diff` inside src/, `diff -ru src edited`).
+ * folder); with -p0 when the names are src/'s own paths as they are (`diff -u` run inside src/,
+ * or what many a model writes: `--- kernel.cu` / `+++ kernel.cu`), that is when every name is
+ * bare (-p1 leaves nothing of any), or when -p1 leaves a name empty or names no file src/ holds
+ * and the names as they are name one (`holds`, a path relative to src/); else -p1 (`git diff` inside src/, `diff -ru src edited`).
  * @returns the strip count for git apply's -p and each name stripped of that many parts ("" when it has no more)
  */
-export function patchPaths(names: string[], srcHoldsSrc: boolean): { strip: number; paths: string[] } {
+export function patchPaths(names: string[], srcHoldsSrc: boolean, holds: (rel: string) => boolean = () => false): { strip: number; paths: string[] } {
+  const stripped = (strip: number) => names.map((n) => n.split("/").slice(strip).join("/"));
   const two = names.length > 0 && !srcHoldsSrc && names.every((n) => n.split("/")[1] === "src" && n.split("/").length > 2);
-  const strip = two ? 2 : 1;
-  return { strip, paths: names.map((n) => n.split("/").slice(strip).join("/")) };
+  if (two) return { strip: 2, paths: stripped(2) };
+  const one = stripped(1);
+  // -p1 leaves nothing of every name (bare names: kernel.cu), or leaves an empty name or none src/ holds where the names as they are name a file of src/
+  const bare = names.length > 0 && one.every((p) => p === "");
+  const p1Fails = one.some((p) => p === "") || !one.some(holds);
+  if (bare || (names.length > 0 && p1Fails && names.some(holds))) return { strip: 0, paths: stripped(0) };
+  return { strip: 1, paths: one };
 }
+
+/**
+ * How a patch's names were read (`strip`: patchPaths'), for a refusal whose names lead outside
+ * src/'s files: "its file names are read with their first folder taken off (as git apply -p1)".
+ */
+export function stripRule(strip: number): string {
+  return strip === 0
+    ? "its file names are read as paths inside src/ as they are (as git apply -p0: they name files src/ holds)"
+    : `its file names are read with their first ${strip > 1 ? `${strip} folders` : "folder"} taken off (as git apply -p${strip})`;
+}
+
+/** What names a patch of src/ gives, said after stripRule's clause and what it led to. */
+export const PATCH_NAMES_EXAMPLE =
+  "(a name as git diff writes it inside src/, a/kernel.cu, is src/kernel.cu; a bare kernel.cu, as diff -u writes it there, is read as it is)";

@@ -51,7 +51,8 @@ export interface CandidateSummary {
 }
 
 export interface EvalReport {
-  dir: string;
+  /** The capture folder whose reproducer was built (the first input); null for --merge (its inputs are the shards' records'). */
+  dir: string | null;
   inputs: string[];
   results: string | null;
   shard: Shard | null;
@@ -59,11 +60,30 @@ export interface EvalReport {
   /** Ranked: the matching candidates fastest first, then the rest by verdict (VERDICT_ORDER). */
   candidates: CandidateSummary[];
   records: EvalRecord[];
-  summary: Record<EvalVerdict, number> & { candidates: number };
+  summary: Record<EvalVerdict, number> & { candidates: number; byCode: Record<string, number>; unjudged: Unjudged };
   /** wall: the whole evaluation; build: the builds' wall times summed; run: the GPU runs' summed. */
   seconds: { wall: number; build: number; run: number };
   /** 2 when a candidate could not be judged (error), else 0 (the verdicts are the result). */
   exitCode: number;
+}
+
+/**
+ * The candidates not judged (verdict error), by why (unjudgedKind): noGpu (E_NO_GPU: built, no GPU
+ * here: run where the capture's GPU is), candidate (the candidate's own fault, fixed only by its
+ * author: CANDIDATE_FAULTS, and E_CONFINED, a confined build's refusal), other (a worker that died,
+ * kerncap's own …: --resume tries them again).
+ */
+export interface Unjudged {
+  noGpu: number;
+  candidate: number;
+  other: number;
+}
+
+/** Why a candidate whose verdict is error was not judged, by its code (see Unjudged). */
+export function unjudgedKind(code: string | null): keyof Unjudged {
+  if (code === "E_NO_GPU") return "noGpu";
+  if (code !== null && (CANDIDATE_FAULTS.has(code) || code === "E_CONFINED")) return "candidate";
+  return "other";
 }
 
 /** Worst first: a candidate's overall verdict is the first of its inputs' in this order. */
@@ -226,12 +246,21 @@ export function summarize(records: EvalRecord[]): CandidateSummary[] {
 /** The report of `records`: the candidates summarized and ranked, the verdicts counted, the seconds summed. */
 export function reportOf(
   records: EvalRecord[],
-  o: { dir: string; inputs: string[]; results: string | null; shard: Shard | null; workers: number; wall: number },
+  o: { dir: string | null; inputs: string[]; results: string | null; shard: Shard | null; workers: number; wall: number },
 ): EvalReport {
   const candidates = summarize(records);
+  // why the candidates are not matches, as a program reads it (nu10 #1: only the last line on stderr said it, in words)
+  const byCode: Record<string, number> = {};
+  const unjudged: Unjudged = { noGpu: 0, candidate: 0, other: 0 };
+  for (const c of candidates) {
+    if (c.code !== null) byCode[c.code] = (byCode[c.code] ?? 0) + 1;
+    if (c.verdict === "error") unjudged[unjudgedKind(c.code)]++;
+  }
   const summary = Object.fromEntries([
     ["candidates", candidates.length],
     ...EVAL_VERDICTS.map((v) => [v, candidates.filter((c) => c.verdict === v).length]),
+    ["byCode", byCode],
+    ["unjudged", unjudged],
   ]) as EvalReport["summary"];
   return {
     dir: o.dir,
@@ -261,8 +290,9 @@ export const CANDIDATE_FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_COD
 export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "summary">, how: "jsonl" | "none" | "merge"): string {
   const errors = r.candidates.filter((c) => c.verdict === "error");
   const codeOf = (c: CandidateSummary) => r.records.find((x) => x.candidate === c.candidate && x.verdict === "error")?.code ?? "";
-  const bad = errors.filter((c) => CANDIDATE_FAULTS.has(codeOf(c)));
-  const noGpu = errors.filter((c) => codeOf(c) === "E_NO_GPU");
+  // the kinds of summary.unjudged (unjudgedKind), the candidate's own fault said by code: a patch, or what a confined build refused
+  const bad = errors.filter((c) => unjudgedKind(codeOf(c)) === "candidate" && codeOf(c) !== "E_CONFINED");
+  const noGpu = errors.filter((c) => unjudgedKind(codeOf(c)) === "noGpu");
   const refused = errors.filter((c) => codeOf(c) === "E_CONFINED");
   const rest = errors.length - bad.length - noGpu.length - refused.length;
   const parts: string[] = [];
@@ -410,5 +440,5 @@ export function mergeEval(files: string[]): EvalReport {
   }
   inputs = new Set([...inputs].sort());
   const records = [...byKey.values()];
-  return reportOf(records, { dir: "", inputs: [...inputs], results: null, shard: null, workers: 0, wall: 0 });
+  return reportOf(records, { dir: null, inputs: [...inputs], results: null, shard: null, workers: 0, wall: 0 });
 }

@@ -178,10 +178,20 @@ export class EvalJudge {
   }
 }
 
-/** The verdict, numerics, reason and timing of a candidate's compared runs. */
-export function verdictOf(r: ComparedRuns): Pick<EvalOutcome, "verdict" | "numerics" | "reason" | "timing" | "baseline"> {
+/**
+ * The verdict, numerics, reason and timing of a candidate's compared runs; with a mismatch, or a
+ * match that is not bit-exact, its `judgement`: validate's `mismatches` and `numerics` of the
+ * candidate's result as they are (the same fields of the same ReplayResult that validate --json
+ * prints), a number that is not finite (a relative error against 0) null, as JSON writes it.
+ */
+export function verdictOf(r: ComparedRuns): Pick<EvalOutcome, "verdict" | "numerics" | "reason" | "timing" | "baseline" | "judgement"> {
   const c = r.candidate;
   const baseline = r.baseline ? { baseline: r.baseline.verdict } : {};
-  if (c.verdict === "mismatch") return { verdict: "mismatch", numerics: c.numerics.verdict, reason: mismatchReason(c), timing: null, ...baseline };
-  return { verdict: "match", numerics: c.numerics.verdict, reason: null, timing: timingOf(r.compare), ...baseline };
+  const judgement =
+    c.verdict === "mismatch" || c.numerics.verdict !== "bit-exact"
+      ? { judgement: JSON.parse(JSON.stringify({ mismatches: c.mismatches, numerics: c.numerics })) as NonNullable<EvalOutcome["judgement"]> }
+      : {};
+  if (c.verdict === "mismatch")
+    return { verdict: "mismatch", numerics: c.numerics.verdict, reason: mismatchReason(c), timing: null, ...baseline, ...judgement };
+  return { verdict: "match", numerics: c.numerics.verdict, reason: null, timing: timingOf(r.compare), ...baseline, ...judgement };
 }

@@ -4,6 +4,7 @@
  */
 import * as v from "valibot";
 import { EvalTiming } from "./eval-record.ts";
+import { NumericsReport, RegionMismatches } from "./numerics-parts.ts";
 
 /** A count or size: a whole number, 0 or more. */
 export const U = v.pipe(v.number(), v.integer(), v.minValue(0));
@@ -19,7 +20,7 @@ export const ReplayFields = {
   /** Bytes compared (regions and module globals). */
   bytesChecked: U,
   /** Regions that differ from the app's after state (or, unchanged in the app, from the before state). */
-  mismatches: v.array(v.looseObject({ va: v.string(), kind: v.string(), size: U, changedInApp: v.boolean(), firstDiffOffset: v.number(), bytesDiffering: U })),
+  mismatches: RegionMismatches,
   /** Kernel time per launch in µs; method and appMethod name how each was measured. */
   timing: v.looseObject({
     iters: U,
@@ -78,24 +79,7 @@ export const ReplayFields = {
   module: v.looseObject({ file: v.string(), loadSeconds: N }),
   device: v.looseObject({ name: v.string(), arch: v.string() }),
   /** Element-wise report: bit-exact, within-tolerance, within-spread (nondeterministic runs), multiset-equal, or mismatch; regions that are not bit-exact. */
-  numerics: v.looseObject({
-    verdict: v.string(),
-    atol: N,
-    rtol: N,
-    regions: v.array(
-      v.looseObject({
-        va: v.string(),
-        verdict: v.string(),
-        dtype: v.string(),
-        elements: N,
-        bytesDiffering: N,
-        overTolerance: N,
-        maxAbsError: v.nullable(N),
-        maxRelError: v.nullable(N),
-        firstDiffOffset: N,
-      }),
-    ),
-  }),
+  numerics: NumericsReport,
   /** --multiset: each region asked for and how the app's elements compare with each run's. */
   multiset: v.optional(
     v.array(

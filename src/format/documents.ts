@@ -16,6 +16,7 @@ import { describeFields, TITLES } from "./schema-text.ts";
 import * as v from "valibot";
 import { Manifest, ProcessIdentity } from "./manifest.ts";
 import { JUDGE_SCHEMA, JudgeFile } from "./judge-file.ts";
+import { CandidateList } from "./candidate-list.ts";
 
 /** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
 export const DOCUMENT_VERSIONS = {
@@ -481,8 +482,8 @@ export const DOCUMENTS = {
   "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
   eval: v.object({
     ...id("eval"),
-    /** The capture folder whose reproducer was built (the first input), and every input's identity. */
-    dir: v.string(),
+    /** The capture folder whose reproducer was built (the first input; null for --merge), and every input's identity. */
+    dir: v.nullable(v.string()),
     inputs: v.array(v.string()),
     /** The --jsonl results file (absolute path); null when none was given, and for --merge (its files are the command line's). */
     results: v.nullable(v.string()),
@@ -511,7 +512,18 @@ export const DOCUMENTS = {
       }),
     ),
     records: v.array(EvalRecord),
-    summary: v.object({ candidates: U, ...Object.fromEntries(EVAL_VERDICTS.map((k) => [k, U])) } as Record<string, typeof U>),
+    /**
+     * Candidates by verdict; byCode: the candidates that are not matches by their code (E_NO_GPU,
+     * E_BUILD, E_PATCH …); unjudged: those of verdict error by why: noGpu (E_NO_GPU: built, no GPU
+     * here), candidate (its own fault: E_PATCH, E_CANDIDATE, E_NOT_SOURCE, E_PACK_NAME, E_CONFINED;
+     * no rerun changes it), other (a worker that died …: --resume tries it again).
+     */
+    summary: v.object({
+      candidates: U,
+      ...(Object.fromEntries(EVAL_VERDICTS.map((k) => [k, U])) as Record<string, typeof U>),
+      byCode: v.record(v.string(), U),
+      unjudged: v.object({ noGpu: U, candidate: U, other: U }),
+    }),
     seconds: v.object({ wall: N, build: N, run: N }),
     /** 2 when a candidate could not be judged (error), else 0: the process's exit status, with this document (no kerncap.error/1) on stdout. */
     exitCode: U,
@@ -566,11 +578,13 @@ export const DOCUMENTS = {
 } satisfies Record<DocumentName, v.GenericSchema>;
 
 /** What `kerncap schema` can print: the manifest, the files kerncap writes in a capture folder with a schema id of their own, and every document. */
-export const SCHEMA_NAMES = ["manifest", "capture-set", "judge-settings", ...Object.keys(DOCUMENTS)] as const;
+export const SCHEMA_NAMES = ["manifest", "capture-set", "judge-settings", "candidate-list", ...Object.keys(DOCUMENTS)] as const;
 
 /** Files with a schema of their own (not a verb's document): their valibot schema and `schema` id. */
 const FILE_SCHEMAS: Record<string, { schema: v.GenericSchema; id: string }> = {
   "judge-settings": { schema: JudgeFile, id: JUDGE_SCHEMA },
+  /** eval's --candidate-list FILE (no schema field of its own: the $id names the form). */
+  "candidate-list": { schema: CandidateList, id: "kerncap.candidate-list" },
 };
 
 /**

@@ -6,6 +6,7 @@
  * the other documents (./documents.ts), below the eval that writes it.
  */
 import * as v from "valibot";
+import { NumericsReport, RegionMismatches } from "./numerics-parts.ts";
 
 const N = v.number();
 
@@ -81,8 +82,23 @@ export const EvalOutcomeFields = {
   runSeconds: N,
   /** The GPU it ran on (null when nothing ran). */
   device: v.nullable(v.object({ name: v.string(), arch: v.string() })),
-  /** The captured module's own check on this input in the same judgement (against the app's after state); absent where it was not run. */
+  /**
+   * The captured module's own check on this input in the same judgement (against the app's after
+   * state); absent where it was not run. "match": the capture replays as the app ran it, and the
+   * candidate's verdict is against that; "mismatch": the captured kernel itself does not reproduce
+   * the app's after state here (a nondeterministic kernel, a capture that misses a buffer), so no
+   * candidate's mismatch on this input says the candidate is wrong.
+   */
   baseline: v.optional(v.picklist(["match", "mismatch"])),
+  /**
+   * How the candidate's outputs differ, in validate's words (the `mismatches` and `numerics` of
+   * `kerncap validate --json`: src/format/numerics-parts.ts): each differing region (first
+   * differing byte, bytes differing) and each region that is not bit-exact (element type, elements
+   * over tolerance, maxAbsError, maxRelError), with the tolerances and the capture's judging
+   * settings used. Present for a mismatch and a match that is not bit-exact; absent otherwise and
+   * in records of kerncap before it (nu10 #3).
+   */
+  judgement: v.optional(v.object({ mismatches: RegionMismatches, numerics: NumericsReport })),
 };
 export const EvalOutcome = v.object(EvalOutcomeFields);
 export type EvalOutcome = v.InferOutput<typeof EvalOutcome>;
@@ -96,9 +112,17 @@ export const EvalRecord = v.object({
    * The build: wall time (s); the kernel's registers per thread and its thread's stack frame
    * (bytes of local memory, where spilled registers and local arrays go: ptxas's "bytes stack
    * frame"), both from the cubin's .nv.info (src/codeobj/cubin.ts); null where unknown (a failed
-   * build, a module that is not a cubin).
+   * build, a module that is not a cubin). moduleSha256: the SHA-256 (hex) of the module the build
+   * made, what the GPU loads: two candidates with one digest are one kernel (an edit of comments
+   * or white space builds the module of the source it edited); absent where nothing was built and
+   * in records of kerncap before it (nu10 #15).
    */
-  build: v.object({ seconds: N, registers: v.nullable(N), stackFrameBytes: v.nullable(N) }),
+  build: v.object({
+    seconds: N,
+    registers: v.nullable(N),
+    stackFrameBytes: v.nullable(N),
+    moduleSha256: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
+  }),
   /**
    * The candidate's private copy (an absolute path, DIR/build/eval/<16 hex>), kept after the eval
    * with what its build left (build/slice-build.log, the module); null where none is kept (built in

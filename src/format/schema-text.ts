@@ -41,6 +41,7 @@ export const TITLES: Record<string, string> = {
   manifest: "kerncap capture manifest (kerncap.json)",
   "capture-set": "index of a folder of several captures (kerncap-captures.json)",
   "judge-settings": "a capture's judging settings (kerncap-judge.json, written by kerncap judge)",
+  "candidate-list": "the candidates of kerncap eval --candidate-list FILE, each with its label",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
   "validate-build": "kerncap validate --build-only --json (the rebuild alone, no replay)",
   "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",

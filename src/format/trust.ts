@@ -43,6 +43,8 @@ export interface TrustGateOptions {
   theirsHint?: (digest: string) => string;
   /** What the refusal says of the build and the gate (default: "would run with your rights, so kerncap runs it only once you pass --trust"; export runs nothing itself). */
   gated?: string;
+  /** What the user does after running `command --trust=DIGEST` where that command is not the verb refused (eval's: "then run the eval again"). */
+  then?: string;
 }
 
 /**
@@ -146,7 +148,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
           `${shownNotStock(runs)}${shownFiles(runs, BUILD_SH_IN_MESSAGE)}${shownInterpreter(runs)}`.replace(/\n$/, ""),
         {
           details,
-          hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which kerncap mcp then builds as they are), or start kerncap mcp with --trust-builds.`,
+          hint: `Show ${names} and the sources under src/ to the user. If they trust them, they run ${command} once on the command line (remembered for this folder and these files, which kerncap mcp then builds as they are)${o.then ? `; ${o.then}` : ""}, or start kerncap mcp with --trust-builds.`,
         },
       );
     }
@@ -156,7 +158,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles ${o.gated ?? "would run with your rights, so kerncap runs it only once you pass --trust"}`,
       {
         details,
-        hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : ` (${rememberedFor(runs)})`}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
+        hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : ` (${rememberedFor(runs)})`}${o.then ? `; ${o.then}` : ""}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
       },
     );
   } else {

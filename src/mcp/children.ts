@@ -73,7 +73,8 @@ export class ToolChildren {
   async slot(signal?: AbortSignal, onQueued?: (ahead: number, place: () => number) => void): Promise<() => void> {
     if (this.busy >= this.jobs) {
       let me: (() => void) | undefined;
-      onQueued?.(this.busy + this.waiting.length - this.jobs + 1, () => (me ? this.waiting.indexOf(me) + 1 : 1));
+      // place() before the call is in line (onQueued says it at once): behind every waiting one
+      onQueued?.(this.busy + this.waiting.length - this.jobs + 1, () => (me ? this.waiting.indexOf(me) + 1 : this.waiting.length + 1));
       await new Promise<void>((res, rej) => {
         const go = () => {
           signal?.removeEventListener("abort", cancel);
@@ -212,7 +213,8 @@ async function spawnVerb(
   let out: string, err: string, code: number;
   try {
     [out, err, code] = await Promise.all([
-      new Response(p.stdout).text(),
+      // eval's records, each as it finishes, in the notifications' _meta (./progress.ts stdoutLine)
+      progress && argv[0] === "eval" ? streamLines(p.stdout, (l) => progress.stdoutLine(l)) : new Response(p.stdout).text(),
       progress ? streamLines(p.stderr, (l) => progress.line(l)) : new Response(p.stderr).text(),
       p.exited,
     ]);

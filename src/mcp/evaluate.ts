@@ -21,7 +21,7 @@ import { relativePathProblem } from "../format/paths.ts";
 import { CANDIDATE_FAULT_CODES, patchModeProblem } from "../eval/candidates.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { parseConfigSpace } from "../frontends/tune.ts";
-import { patchPaths, readPatch } from "../eval/patch.ts";
+import { PATCH_NAMES_EXAMPLE, patchPaths, readPatch, stripRule } from "../eval/patch.ts";
 import { assertEditableSource } from "./files.ts";
 
 /** One candidate as the tool takes it. */
@@ -95,10 +95,17 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
     const why = patchModeProblem(c.patch);
     if (why) return refuse("patch", "E_PATCH", `candidate ${name}'s patch ${why}`);
     // every name it writes, decoded as git decodes it and stripped as eval strips it: edit_file's rule
-    const { paths } = patchPaths(readPatch(c.patch).names, existsSync(join(captureDir, "src", "src")));
+    const holds = (rel: string) =>
+      relativePathProblem(rel) === undefined && lstatSync(join(captureDir, "src", rel), { throwIfNoEntry: false })?.isFile() === true;
+    const { strip, paths } = patchPaths(readPatch(c.patch).names, existsSync(join(captureDir, "src", "src")), holds);
     for (const rel of paths) {
       const problem = relativePathProblem(rel);
-      if (problem) return refuse("patch", "E_PATCH", `candidate ${name}'s patch writes ${escapedForMessage(`src/${rel}`)}, which ${problem}`);
+      if (problem)
+        return refuse(
+          "patch",
+          "E_PATCH",
+          `candidate ${name}'s patch writes ${escapedForMessage(`src/${rel}`)}, which ${problem}; ${stripRule(strip)} ${PATCH_NAMES_EXAMPLE}`,
+        );
       const r = check("patch", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}'s patch`));
       if (r) return r;
     }

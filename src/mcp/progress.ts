@@ -10,8 +10,16 @@
  * for, and once its child starts, that it runs). The progress value strictly increases, as the
  * protocol asks: k at the k-th finished item of N (total N once a count was seen), and
  * k + 1 − 1/(b + 1) after b heartbeats since (always below k + 1; k = 0 before the first).
+ *
+ * A call that must wait for a slot says so at once ("queued: …", not first at the next heartbeat:
+ * a client timeout under the interval would cut it). evaluate's child (kerncap eval --json) prints
+ * each finished candidate's record on stdout: each such line goes out at once as a notification of
+ * its own whose params' `_meta` holds it whole (`{"kerncap/record": <kerncap.eval-record/1>}`), its
+ * progress a step as a heartbeat's, so a client learns each verdict as it comes (and keeps those
+ * finished before a cancel or a timeout).
  */
 import type { ServerNotification } from "@modelcontextprotocol/sdk/types.js";
+import { documentId } from "../format/documents.ts";
 
 /** ms between heartbeats: well under a client's usual timeout (60 s), rare enough to be no load. */
 export const PROGRESS_INTERVAL_MS = 5_000;
@@ -20,7 +28,15 @@ export interface ProgressUpdate {
   progress: number;
   total?: number;
   message?: string;
+  /** evaluate's finished candidate: its record (RECORD_META_KEY). */
+  _meta?: Record<string, unknown>;
 }
+
+/** The key of the notification params' `_meta` that carries a finished candidate's eval record. */
+export const RECORD_META_KEY = "kerncap/record";
+/** The schema id an eval record line carries, first in its line (src/cli/args.ts printJsonLine). */
+const EVAL_RECORD_ID = documentId("eval-record");
+const EVAL_RECORD_START = `{"schema":${JSON.stringify(EVAL_RECORD_ID)}`;
 
 /**
  * The sender of a call's progress, or undefined when the call asked for none (no progressToken).
@@ -64,9 +80,28 @@ export class ToolProgress {
     this.timer = undefined;
   }
 
-  /** The call waits for a slot: heartbeats say `what()` (`queued: …`) until running(). */
+  /** The call waits for a slot: said at once, and heartbeats say `what()` (`queued: …`) until running(). */
   queued(what: () => string): void {
     this.waiting = what;
+    this.beat();
+  }
+
+  /**
+   * A line of the child's stdout: an eval record (kerncap eval --json's lines before its document)
+   * goes out at once in `_meta` (RECORD_META_KEY), its message the candidate's label, verdict and code.
+   */
+  stdoutLine(text: string): void {
+    if (!text.startsWith(EVAL_RECORD_START)) return; // printJsonLine puts the schema first; the last line is the document
+    let r: Record<string, unknown>;
+    try {
+      r = JSON.parse(text);
+    } catch {
+      return;
+    }
+    if (r.schema !== EVAL_RECORD_ID) return;
+    this.beats++;
+    const what = [r.verdict, r.code].filter((x) => typeof x === "string").join(" ");
+    this.emit(`${this.what}: ${String(r.label)} on ${String(r.input)}: ${what}`, { [RECORD_META_KEY]: r });
   }
 
   /** The call's child started: a heartbeat now, and each after it, says it runs (with the child's last line once there is one). */
@@ -97,7 +132,12 @@ export class ToolProgress {
     this.emit(this.waiting ? `${this.what} ${this.waiting()}` : this.last ? `${this.what} running: ${this.last}` : `${this.what} running`);
   }
 
-  private emit(message: string): void {
-    this.send({ progress: this.done + 1 - 1 / (this.beats + 1), ...(this.total !== undefined ? { total: this.total } : {}), message });
+  private emit(message: string, meta?: Record<string, unknown>): void {
+    this.send({
+      progress: this.done + 1 - 1 / (this.beats + 1),
+      ...(this.total !== undefined ? { total: this.total } : {}),
+      message,
+      ...(meta ? { _meta: meta } : {}),
+    });
   }
 }

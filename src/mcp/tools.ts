@@ -338,7 +338,7 @@ export const TOOLS = {
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     output: "eval",
     description:
-      "Many candidate versions of the captured kernel in one call (kerncap eval): each candidate (files that replace files of src/, a unified diff against src/, or a Triton config) is built in its own private copy of the reproducer (confined, as validate's: a received or Triton capture's only with --trust-builds; the capture's own files are not changed), then judged on every input (dir and inputs: captures of the same kernel; a candidate is right only when right on all) against the app's after state and timed against the captured module (a candidate's runs may differ only as the captured kernel's do, its own __device__ variables are put back before every launch and one timed launch is checked: no cached or skipped work counts). Each ends as match (speedup with its interval, registers, stack frame), mismatch (first differing region), fault, timeout (a hung kernel killed), compile-error (the compiler's message), layout-change, or error (not judged; its code says why: E_PATCH, a diff that does not apply to src/; E_NOT_SOURCE, a file no candidate may write; E_CANDIDATE, a path outside src/ or a config for a CUDA capture; E_NO_GPU; E_WORKER). An unfit candidate is never written nor built; the others are still evaluated. Each is labelled by its name. Returns them ranked. Send a progressToken: the call reports each finished candidate. Document kerncap.eval/1.",
+      "Many candidate versions of the captured kernel in one call (kerncap eval): each candidate (files that replace files of src/, a unified diff against src/, or a Triton config) is built in its own private copy of the reproducer (confined, as validate's: a received or Triton capture's only with --trust-builds; the capture's own files are not changed), then judged on every input (dir and inputs: captures of the same kernel; a candidate is right only when right on all) against the app's after state and timed against the captured module (a candidate's runs may differ only as the captured kernel's do, its own __device__ variables are put back before every launch and one timed launch is checked: no cached or skipped work counts). Each ends as match (speedup with its interval, registers, stack frame), mismatch (first differing region; its record's judgement: validate's mismatches and numerics, how wrong), fault, timeout (a hung kernel killed), compile-error (the compiler's message), layout-change, or error (not judged; its code says why: E_PATCH, a diff that does not apply to src/; E_NOT_SOURCE, a file no candidate may write; E_CANDIDATE, a path outside src/ or a config for a CUDA capture; E_NO_GPU; E_WORKER). An unfit candidate is never written nor built; the others are still evaluated. Each is labelled by its name. Returns them ranked. Send a progressToken: the call reports each finished candidate, its record whole in the notification's _meta[\"kerncap/record\"]. Document kerncap.eval/1 (summary.unjudged: the error candidates by why: noGpu, candidate, other).",
     input: v.strictObject({
       dir: Dir,
       inputs: v.optional(
@@ -436,9 +436,24 @@ export const TOOLS = {
 export const TOOL_NAMES = Object.keys(TOOLS);
 export type ToolName = keyof typeof TOOLS;
 
-/** A JSON Schema (draft-07) for MCP: the valibot schema's, without the keys that only a top-level document carries. */
+/**
+ * What a valibot schema cannot say in its JSON Schema, by the schema it is of: an evaluate
+ * candidate gives exactly one of files, patch, config (nu10 #18d: a schema-driven client could
+ * not know; the server's own check says it too, E_USAGE "give exactly one").
+ */
+const JSON_SCHEMA_EXTRA = new Map<unknown, Record<string, unknown>>([
+  [McpCandidate, { oneOf: [{ required: ["files"] }, { required: ["patch"] }, { required: ["config"] }] }],
+]);
+
+/** A JSON Schema (draft-07) for MCP: the valibot schema's (with JSON_SCHEMA_EXTRA), without the keys that only a top-level document carries. */
 export function toolSchema(s: v.GenericSchema): Record<string, unknown> {
-  const { $schema: _, ...js } = toJsonSchema(s, { errorMode: "ignore" }) as Record<string, unknown>;
+  const { $schema: _, ...js } = toJsonSchema(s, {
+    errorMode: "ignore",
+    overrideSchema: (c) => {
+      const extra = JSON_SCHEMA_EXTRA.get(c.valibotSchema);
+      return extra ? { ...c.jsonSchema, ...extra } : undefined;
+    },
+  }) as Record<string, unknown>;
   return js;
 }
 

@@ -10,6 +10,7 @@
  */
 import { evalCandidates, type EvalOptions } from "../eval/eval.ts";
 import type { EvalReport } from "../eval/report.ts";
+import { shellPath } from "../util/shell-quote.ts";
 import { refuseUntrustedSource, requireTrustedBuild, requireTrustedCopy } from "./gates.ts";
 
 /**
@@ -22,7 +23,15 @@ export function runEval(o: EvalOptions): Promise<EvalReport> {
       message: `${dir} is a ${m.kernel.frontend} capture: its build imports each candidate's source, which runs as code with your rights, so a confined eval (kerncap mcp) runs it only with --trust`,
       hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton candidates run, or evaluate on the command line.",
     }));
-    requireTrustedBuild(dir, m, o.trust, { command: `kerncap eval ${dir} …`, inMessage: true });
+    // the command a user can run as it is (nu10 #9: `kerncap eval DIR … --trust=` had a literal …): validate --build-only
+    // with the digest runs the build once and remembers the trust for this folder, which the eval then builds;
+    // the files the build runs are carried in the message only where an agent reads it (confined: kerncap mcp),
+    // else shown on stderr above the error, as validate shows them (the --json document: error.details.trust)
+    requireTrustedBuild(dir, m, o.trust, {
+      command: `kerncap validate ${shellPath(dir)} --build-only`,
+      inMessage: o.confine ?? false,
+      then: "then run the eval again",
+    });
     return (copy, c) => requireTrustedCopy(dir, copy, m, o.trust, { name: `candidate ${c.label}`, inMessage: o.confine ?? false });
   });
 }

@@ -1039,10 +1039,20 @@ describe("command line (runCli: the one error path)", () => {
         verb,
       ).toEqual([]);
     }
-    for (const verb of ["replay", "validate", "check"])
-      expect((await cli([verb, "--help"])).out, verb).toMatch(
-        /--dtype=<T\|REGION=T> +Element type for regions whose type the kernel signature does not give, or REGION=T for one region .*\(Default: fp32\)\n/,
+    // the capture's judging settings apply where the option is left out: no bare "(Default: fp32)" (nu10 #18b: eval --help said --atol 0, --rtol 0)
+    for (const verb of ["replay", "validate", "check", "eval", "tune"]) {
+      const h = (await cli([verb, "--help"])).out;
+      expect(h, verb).toMatch(
+        /--dtype=<T\|REGION=T> +Element type for regions whose type the kernel signature does not give, or REGION=T for one region .*\(default: the capture's judging settings from kerncap judge, else fp32\)\n/,
       );
+      expect(h, verb).toMatch(/--rtol=<rtol> +Relative tolerance per element \(default: the capture's judging settings from kerncap judge, else 0\)\n/);
+      expect(h, verb).not.toContain("(Default: 0)");
+      expect(h, verb).not.toContain("(Default: fp32)");
+    }
+    // eval --resume: an error record is tried again (nu10 #17: the help said every candidate it holds is not)
+    expect((await cli(["eval", "--help"])).out.replace(/\s+/g, " ")).toContain(
+      "but those whose record is an error (no GPU, a worker that died) are built and judged again",
+    );
     expect((await cli(["check", "--help"])).out).toContain("(Default: ./kerncap-check)\n");
     expect((await cli(["run", "--help"])).out).toContain("Capture folder to write (Default: kerncap-capture)\n");
     for (const argv of [

@@ -22,7 +22,21 @@ import { KerncapError } from "../../src/errors.ts";
 import { splitPositionals } from "../../src/cli/commands/eval.ts";
 import { tuneNotes, type TuneRow } from "../../src/frontends/tune.ts";
 import * as v from "valibot";
-import { makeCapture, noGpuResult, noGpuSession, recordLine, recordRendered, tempDir, thrownBy, withResultsKey } from "./fixtures.ts";
+import {
+  makeCapture,
+  noGpuResult,
+  noGpuSession,
+  recordLine,
+  recordRendered,
+  stockBuildSh,
+  tempDir,
+  thrownBy,
+  trustDigest,
+  withResultsKey,
+} from "./fixtures.ts";
+import { markReceived } from "../../src/format/received.ts";
+import { runCommand } from "citty";
+import { commands } from "../../src/cli/main.ts";
 import { keyId } from "../../src/format/record-auth.ts";
 import { fakeBuild, fakeEvalOptions, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
@@ -592,7 +606,12 @@ describe("isolation: real worker processes", () => {
     };
     const task = (dir: string, text: string): EvalTask => ({ candidate: text, input: dir, dir, module: mod(text) });
     expect(await judge.judge(task(a, "good"), SETTINGS)).toMatchObject({ verdict: "match" });
-    expect(await judge.judge(task(a, "bad"), SETTINGS)).toMatchObject({ verdict: "mismatch", reason: expect.stringContaining("0x7f0000000000") });
+    // a mismatch's outcome carries validate's mismatches (nu10 #3: how wrong, without validating again)
+    expect(await judge.judge(task(a, "bad"), SETTINGS)).toMatchObject({
+      verdict: "mismatch",
+      reason: expect.stringContaining("0x7f0000000000"),
+      judgement: { mismatches: [{ va: "0x7f0000000000", firstDiffOffset: 8, bytesDiffering: 4088 }] },
+    });
     expect(await judge.judge(task(b, "good"), SETTINGS)).toMatchObject({ verdict: "match" });
     expect(opened).toEqual([a, b]);
     expect(n).toBe(3);
@@ -796,6 +815,10 @@ echo "$out"
     const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
     expect(by["syntax"]).toMatchObject({ verdict: "compile-error", code: "E_BUILD", input: BUILD_INPUT });
     expect(by["syntax"]!.reason!.match(/identifier "oops" is undefined/g)?.length).toBe(1);
+    // the record carries the compiler's diagnostics, structured as E_BUILD's error.details.diagnostics (a harness reads file and line)
+    expect(by["syntax"]!.diagnostics).toContainEqual(
+      expect.objectContaining({ file: "src/kernel.cu", severity: "error", text: expect.stringContaining('identifier "oops" is undefined') }),
+    );
     expect(by["wider"]).toMatchObject({ verdict: "layout-change", code: "E_PARAM_LAYOUT" });
     expect(by["renamed"]).toMatchObject({ verdict: "compile-error", code: "E_KERNEL_NOT_FOUND" });
     expect(by["renamed"]!.reason).toContain("; it defines scale2"); // what it defines instead, as validate says (nu7 #11)
@@ -1175,4 +1198,61 @@ describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-u
     ]);
     expect((await thrownBy(() => quiet(() => runEval(options([cap], files, { jsonl: f, resume: true })))))?.message).toBe(e?.message);
   });
+});
+
+test("a received capture's refusal (E_UNTRUSTED) gives a command that runs as it is and remembers the trust, and keeps build.sh out of the message (nu10 #9: `kerncap eval DIR … --trust=` had a literal …, and 5.5 KB of build.sh in the message)", async () => {
+  const saved = process.env.XDG_STATE_HOME;
+  process.env.XDG_STATE_HOME = tempDir("kerncap-state-");
+  try {
+    const cap = await captureWithSource(stockBuildSh());
+    markReceived(cap, join(dirname(cap), "cap.zip"));
+    const digest = trustDigest(cap);
+    const refused = await quiet(() => runEval(options([cap], candidateFiles({ "k.cu": "match" })))).catch((e) => e);
+    expect(refused).toBeInstanceOf(KerncapError);
+    expect(refused.code).toBe("E_UNTRUSTED");
+    const command = refused.details.trust.command as string;
+    expect(command).toBe(`kerncap validate ${cap} --build-only --trust=${digest}`);
+    expect(command).not.toContain("…");
+    expect(refused.hint).toContain(`${command} (remembered for this folder`);
+    expect(refused.hint).toContain("then run the eval again");
+    expect(refused.message).not.toContain("#!/usr/bin/env bash"); // build.sh shown on stderr (and named in details), not inlined
+    expect(refused.message.length).toBeLessThan(1000);
+    // the command, run as given (its build may fail here: the trust is recorded before it runs) ...
+    const argv = command.split(" ").slice(2);
+    await quiet(async () => runCommand(await commands.validate(), { rawArgs: argv })).catch(() => {});
+    // ... lets the eval build the candidates, without --trust
+    const { value: r } = await quiet(() => runEval(options([cap], candidateFiles({ "k.cu": "match" }))));
+    expect(r.candidates.map((c) => c.verdict)).toEqual(["match"]);
+    // a confined eval (kerncap mcp's agent reads the error document, not stderr): the files stay in the message, the command is the same
+    const other = await captureWithSource(stockBuildSh());
+    markReceived(other, join(dirname(other), "cap.zip"));
+    const confined = await runEval(options([other], candidateFiles({ "k.cu": "match" }), { confine: true })).catch((e) => e);
+    expect(confined.code).toBe("E_UNTRUSTED");
+    expect(confined.message).toContain("#!/usr/bin/env bash");
+    expect(confined.details.trust.command).toBe(`kerncap validate ${other} --build-only --trust=${trustDigest(other)}`);
+  } finally {
+    if (saved === undefined) delete process.env.XDG_STATE_HOME;
+    else process.env.XDG_STATE_HOME = saved;
+  }
+}, 60_000);
+
+test("a built candidate's records carry its module's SHA-256: two candidates that build one module share it (a comment-only edit); none for one that did not build (nu10 #15)", async () => {
+  const cap = await captureWithSource();
+  const cands = candidateFiles({ "kernel.cu": "match 1.1", "util.h": "compile-error" });
+  const other = join(tempDir("kerncap-cands-"), "kernel.cu");
+  writeFileSync(other, "match 1.1 // a comment only");
+  // a build as a compiler's: comments make no code
+  const build = fakeBuild();
+  const buildWith: NonNullable<EvalOptions["buildWith"]> = async (d, m, c, dest) => {
+    const b = await build(d, m, c, dest);
+    if ("built" in b) writeFileSync(b.built.module, readFileSync(b.built.module, "utf8").replace(/\s*\/\/.*$/, ""));
+    return b;
+  };
+  const { value: r } = await quiet(() => runEval(options([cap], [...cands, other], { buildWith })));
+  const sha = new Bun.CryptoHasher("sha256").update("match 1.1").digest("hex");
+  const built = r.records.filter((x) => x.verdict === "match");
+  expect(built.length).toBe(2);
+  for (const x of built) expect(x.build.moduleSha256).toBe(sha);
+  expect(r.records.find((x) => x.verdict === "compile-error")!.build.moduleSha256).toBeUndefined();
+  for (const x of r.records) expect(v.safeParse(EvalRecord, x).success).toBe(true);
 });

@@ -7,7 +7,8 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
+import { RECORD_META_KEY, ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
+import { jsonDocument } from "../../src/format/documents.ts";
 import { ToolChildren } from "../../src/mcp/children.ts";
 import { makeCapture, recordRendered, tempDir, sandboxOffForMarkers } from "./fixtures.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
@@ -125,6 +126,9 @@ describe("progress notifications", () => {
       p.queued(() => `queued: 1 tool call running, this one is number ${place()} in line`);
     const slotA = kids.slot(undefined, queue(a));
     const slotB = kids.slot(undefined, queue(b));
+    // said at once, not first at the next heartbeat (nu10 #6: a client timeout under the interval cut a queued call)
+    expect(got.a!.map((p) => p.message)).toEqual(["kerncap tune queued: 1 tool call running, this one is number 1 in line"]);
+    expect(got.b!.map((p) => p.message)).toEqual(["kerncap tune queued: 1 tool call running, this one is number 2 in line"]);
     (b as any).beat();
     expect(got.b!.at(-1)!.message).toBe("kerncap tune queued: 1 tool call running, this one is number 2 in line");
     held();
@@ -140,6 +144,7 @@ describe("progress notifications", () => {
     b.line("kerncap: building 2 configs");
     (b as any).beat();
     expect(got.b!.map((p) => p.message)).toEqual([
+      "kerncap tune queued: 1 tool call running, this one is number 2 in line",
       "kerncap tune queued: 1 tool call running, this one is number 2 in line",
       "kerncap tune queued: 1 tool call running, this one is number 1 in line",
       "kerncap tune running",
@@ -163,6 +168,28 @@ describe("progress notifications", () => {
     expect(got.map((g) => g.total)).toEqual([undefined, undefined, 3, 3, 3, 3]);
     expect(got.map((g) => g.progress)).toEqual([0.5, 1 - 1 / 3, 1, 1.5, 2 - 1 / 3, 3]);
     expect(got[4]!.message).toBe("kerncap eval running: some other line");
+  });
+
+  test("an eval record on the child's stdout goes out at once, whole, in the notification's _meta (nu10 #5: the message was padded table text only)", () => {
+    const got: ProgressUpdate[] = [];
+    const p = new ToolProgress((x) => got.push(x), "kerncap evaluate", 1_000_000);
+    const record = { label: "good", input: "cap", verdict: "error", code: "E_NO_GPU", reason: "no NVIDIA driver" };
+    p.line("[1/2] error  good  cap  no NVIDIA driver (E_NO_GPU)");
+    p.stdoutLine(JSON.stringify(jsonDocument("eval-record", record)));
+    p.stdoutLine(JSON.stringify(jsonDocument("eval", { summary: {} }))); // the document: no notification
+    p.stdoutLine("not JSON");
+    p.stdoutLine(JSON.stringify(jsonDocument("eval-record", { ...record, label: "wrong", verdict: "mismatch", code: null })));
+    p.line("[2/2] mismatch  wrong  cap");
+    expect(got.map((g) => g._meta?.[RECORD_META_KEY] as any).map((r) => r && `${r.label}:${r.verdict}`)).toEqual([
+      undefined,
+      "good:error",
+      "wrong:mismatch",
+      undefined,
+    ]);
+    expect((got[1]!._meta![RECORD_META_KEY] as any).schema).toBe("kerncap.eval-record/1");
+    expect(got[1]!.message).toBe("kerncap evaluate: good on cap: error E_NO_GPU");
+    for (let i = 1; i < got.length; i++) expect(got[i]!.progress).toBeGreaterThan(got[i - 1]!.progress);
+    expect(got.at(-1)!.progress).toBe(2);
   });
 });
 
@@ -202,6 +229,13 @@ describe("evaluate", () => {
     ]);
     expect(d.candidates.find((x: any) => x.label === "three").reason).toContain("does not apply");
     expect(seen.filter((p) => p.total === 3).map((p) => p.progress)).toContain(3);
+    // each finished candidate's record came in a notification's _meta, as it finished (nu10 #5)
+    const metas = seen.map((p) => (p as { _meta?: Record<string, any> })._meta?.[RECORD_META_KEY]).filter(Boolean);
+    expect(metas.map((x) => `${x.label}:${x.verdict}:${x.code}`).sort()).toEqual([
+      "one:compile-error:E_BUILD",
+      "three:error:E_PATCH",
+      "two:compile-error:E_BUILD",
+    ]);
     // an agent's candidates are not kept in the capture (a trial filled the disk with build/eval copies, call after call)
     expect(existsSync(join(dir, "build/eval")) ? readdirSync(join(dir, "build/eval")) : []).toEqual([]);
     const both = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ patch: "x", config: "A=1" }] } });

@@ -225,7 +225,8 @@ export default defineCommand({
     },
     resume: {
       type: "boolean",
-      description: "Continue the interrupted eval whose --jsonl FILE is given (candidates it holds are not evaluated again)",
+      description:
+        "Continue the interrupted eval whose --jsonl FILE is given: candidates it holds a record of are not evaluated again, but those whose record is an error (no GPU, a worker that died) are built and judged again",
       default: false,
     },
     shard: {

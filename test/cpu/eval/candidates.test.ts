@@ -252,3 +252,37 @@ test("two paths of one name and content (a/saxpy.cu, b/saxpy.cu) are evaluated o
     `candidate "${join(d, "a/saxpy.cu")}" is given more than once: evaluated once`,
   ]);
 });
+
+test("a patch with bare names (`diff -u kernel.cu edited.cu` inside src/, as many models write it) is read as git apply -p0 reads it; where no reading fits, the refusal says how names are read and what to do (nu10 #19)", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  const hunk = "@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 7.0f\n";
+  // bare names of a file src/ holds: applied
+  writeFileSync(join(d, "plain.patch"), `--- util.h\t2026-12-05 06:00:00.000000000 +0000\n+++ util.h\t2026-12-05 06:01:00.000000000 +0000\n${hunk}`);
+  await materialise(cap, parseCandidate(join(d, "plain.patch")), join(d, "c1"));
+  expect(readFileSync(join(d, "c1/src/util.h"), "utf8")).toBe("#define TWO 7.0f\n");
+  // a name inside a folder of src/, as diff -u writes it there (-p1 would name a file src/ does not hold)
+  mkdirSync(join(cap, "src/inc"));
+  writeFileSync(join(cap, "src/inc/more.h"), "#define TWO 2.0f\n");
+  writeFileSync(join(d, "nested.patch"), `--- inc/more.h\n+++ inc/more.h\n${hunk}`);
+  await materialise(cap, parseCandidate(join(d, "nested.patch")), join(d, "c2"));
+  expect(readFileSync(join(d, "c2/src/inc/more.h"), "utf8")).toBe("#define TWO 7.0f\n");
+  // git diff's a/ b/ still -p1
+  writeFileSync(join(d, "git.patch"), `diff --git a/util.h b/util.h\n--- a/util.h\n+++ b/util.h\n${hunk}`);
+  await materialise(cap, parseCandidate(join(d, "git.patch")), join(d, "c3"));
+  expect(readFileSync(join(d, "c3/src/util.h"), "utf8")).toBe("#define TWO 7.0f\n");
+  // a bare name src/ does not hold: the refusal names it as read, with the rule and what to do
+  writeFileSync(join(d, "typo.patch"), `--- utl.h\n+++ utl.h\n${hunk}`);
+  const e = await materialise(cap, parseCandidate(join(d, "typo.patch")), join(d, "c4")).catch((x) => x);
+  expect(e.code).toBe("E_PATCH");
+  expect(e.message).toContain("as git apply -p0");
+  expect(e.message).toContain("so it names utl.h, which src/ does not hold");
+  expect(e.message).toContain("a/kernel.cu, is src/kernel.cu");
+  expect(e.hint).toContain("diff -u FILE EDITED");
+  // a bare name beside a/ b/ names, of no file of src/: -p1 leaves it empty; said with the rule (it was "writes src/, which is empty")
+  writeFileSync(join(d, "dir.patch"), `--- foo.cu\n+++ b/foo.cu\n${hunk}`);
+  const empty = await materialise(cap, parseCandidate(join(d, "dir.patch")), join(d, "c5")).catch((x) => x);
+  expect(empty.code).toBe("E_PATCH");
+  expect(empty.message).toContain("which is empty; its file names are read with their first folder taken off (as git apply -p1)");
+  expect(empty.hint).toContain("git diff");
+});

@@ -9,7 +9,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseRecords } from "../../../src/check/results.ts";
 import { EVAL_RECORDS, firstClause, mergeEval, rankedTable, reasonNotes, reportOf, shortReason, unjudgedLine } from "../../../src/eval/report.ts";
-import { documentId, jsonSchemaOf } from "../../../src/format/documents.ts";
+import * as v from "valibot";
+import { DOCUMENTS, documentId, jsonDocument, jsonSchemaOf } from "../../../src/format/documents.ts";
 import type { EvalRecord } from "../../../src/format/eval-record.ts";
 import { sealedText, tempDir } from "../fixtures.ts";
 
@@ -190,4 +191,42 @@ test("each ranked candidate carries the code of the record its reason is of (nu7
   const items = (jsonSchemaOf("eval") as { properties: { candidates: { items: { properties: Record<string, unknown>; required?: string[] } } } }).properties
     .candidates.items;
   expect(Object.keys(items.properties)).toContain("code");
+});
+
+test("the document says by code and by kind why candidates were not judged (nu10 #1: only the stderr line said it): summary.byCode and summary.unjudged; --merge's dir is null", () => {
+  const r = report([
+    ...["a.cu", "b.cu", "c.cu", "d.cu"].map((l) => rec(l, "error", "E_NO_GPU", "no NVIDIA driver", "cap")),
+    rec("bad.patch", "error", "E_PATCH", "does not apply"),
+    rec("inc.cu", "error", "E_CONFINED", "build.sh wrote no dependency list"),
+    rec("die.cu", "error", "E_WORKER", "the worker died", "cap"),
+    rec("syntax.cu", "compile-error", "E_BUILD", "expected a ;"),
+  ]);
+  expect(r.summary.byCode).toEqual({ E_NO_GPU: 4, E_PATCH: 1, E_CONFINED: 1, E_WORKER: 1, E_BUILD: 1 });
+  expect(r.summary.unjudged).toEqual({ noGpu: 4, candidate: 2, other: 1 });
+  expect(r.summary.error).toBe(7);
+  // the schema (kerncap schema eval, MCP's outputSchema) holds them
+  expect(v.safeParse(DOCUMENTS.eval, jsonDocument("eval", r)).success).toBe(true);
+  const summary = (jsonSchemaOf("eval") as { properties: { summary: { properties: Record<string, unknown>; required: string[] } } }).properties.summary;
+  expect(summary.required).toEqual(expect.arrayContaining(["byCode", "unjudged"]));
+  // the stderr line counts alike
+  expect(unjudgedLine(r, "jsonl")).toContain("there is no GPU here for 4 candidates");
+  // --merge: no capture folder was built, dir null (nu10 #18c: it was "")
+  const d = tempDir();
+  const f = join(d, "r.jsonl");
+  writeFileSync(f, `${sealedText(JSON.stringify({ schema: documentId("eval-record"), ...rec("x.cu", "error", "E_NO_GPU", "no NVIDIA driver", "cap") }))}\n`);
+  const merged = mergeEval([f]);
+  expect(merged.dir).toBeNull();
+  expect(merged.summary.unjudged.noGpu).toBe(1);
+  expect(v.safeParse(DOCUMENTS.eval, jsonDocument("eval", merged)).success).toBe(true);
+});
+
+test("a results line without a schema field is said so, not as `schema undefined` (nu10 #18f)", () => {
+  const d = tempDir();
+  const f = join(d, "r.jsonl");
+  writeFileSync(f, `${JSON.stringify({ candidate: "x" })}\n${JSON.stringify({ candidate: "y" })}\n`);
+  expect(() => mergeEval([f])).toThrow(`${f}, line 1: no "schema" field (a kerncap.eval-record/1 record has one)`);
+  writeFileSync(f, "[1]\n[2]\n");
+  expect(() => mergeEval([f])).toThrow("line 1: not a JSON object (a kerncap.eval-record/1 record is one)");
+  writeFileSync(f, `${JSON.stringify({ schema: "kerncap.check-record/1" })}\n{}\n`);
+  expect(() => mergeEval([f])).toThrow('line 1: schema "kerncap.check-record/1" is not kerncap.eval-record/1');
 });

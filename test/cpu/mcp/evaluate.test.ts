@@ -1,0 +1,32 @@
+/**
+ * src/mcp/evaluate.ts writeCandidates: a patch candidate with bare names (`--- kernel.cu` /
+ * `+++ kernel.cu`, diff -u inside src/) is written for eval, not refused (nu10 #19: "writes src/,
+ * which is empty"); one whose names lead nowhere is refused with how names are read and what to do.
+ */
+import { expect, test } from "bun:test";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { writeCandidates } from "../../../src/mcp/evaluate.ts";
+import { materialise, listedCandidates } from "../../../src/eval/candidates.ts";
+import { captureWithSource, evaluateRefusal, tempDir } from "../fixtures.ts";
+
+test("evaluate {patch} with bare names: written and applied as -p0; a bare name beside a/ b/ ones that names nothing: refused with the -p1 rule", async () => {
+  const cap = await captureWithSource();
+  const text = readFileSync(join(cap, "src/kernel.cu"), "utf8");
+  const first = text.split("\n")[0]!;
+  const patch = `--- kernel.cu\n+++ kernel.cu\n@@ -1 +1 @@\n-${first}\n+// edited\n`;
+  const { folder } = writeCandidates(cap, [{ name: "plain", patch }]);
+  try {
+    const [c] = listedCandidates(join(folder, "candidates.json"));
+    expect(c!.refused).toBeUndefined();
+    const dest = join(tempDir(), "copy");
+    await materialise(cap, c!, dest);
+    expect(readFileSync(join(dest, "src/kernel.cu"), "utf8").split("\n")[0]).toBe("// edited");
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+  const r = evaluateRefusal(cap, { name: "mixed", patch: `--- other.cu\n+++ b/other.cu\n@@ -1 +1 @@\n-x\n+y\n` });
+  expect(r.code).toBe("E_PATCH");
+  expect(r.reason).toContain("which is empty; its file names are read with their first folder taken off (as git apply -p1)");
+  expect(r.reason).toContain("a bare kernel.cu, as diff -u writes it there, is read as it is");
+});
