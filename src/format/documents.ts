@@ -71,7 +71,7 @@ export function jsonDocument(name: DocumentName, doc: object): Record<string, un
 }
 
 import { Compare, N, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
-import { BuildSteps, CapturedFigures, Figures, Rebuild } from "./document-rebuild.ts";
+import { Rebuild, WatchLineFields } from "./document-rebuild.ts";
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
 
 const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
@@ -261,58 +261,7 @@ export const DOCUMENTS = {
     rebuild: Rebuild,
     wallSeconds: v.number(),
   }),
-  "validate-watch": v.looseObject({
-    ...id("validate-watch"),
-    /** verdict: the rebuilt kernel ran; built: --build-only's save compiled (no replay); build-error: build.sh or the parameter-layout check failed; error: the run was refused or faulted. */
-    event: v.picklist(["verdict", "built", "build-error", "error"]),
-    trigger: v.picklist(["start", "save"]),
-    files: v.array(v.string()),
-    at: v.string(),
-    buildSeconds: v.nullable(v.number()),
-    /** build.sh, or the device-only build of the pruned TU that a CUDA watch uses after its first build. */
-    builder: v.optional(v.picklist(["build.sh", "pruned"])),
-    /** A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), gcc -E, the pruning, cicc and ptxas. */
-    buildSteps: v.optional(BuildSteps),
-    /** Where a verdict's time went (s): save → build start, the build as the watch saw it, the run. */
-    phases: v.optional(v.object({ waitSeconds: v.number(), buildWallSeconds: v.number(), runSeconds: v.number() })),
-    saveToVerdictSeconds: v.number(),
-    /** The kernel (mangled name) of the capture watched: on verdict and built lines. */
-    kernel: v.optional(v.string()),
-    verdict: v.optional(v.picklist(["match", "mismatch"])),
-    /** A verdict's numerics: bit-exact | within-tolerance | multiset-equal | within-spread | mismatch. */
-    numerics: v.optional(v.picklist(["bit-exact", "within-tolerance", "multiset-equal", "within-spread", "mismatch"])),
-    /** A verdict's first differing region (null on a match), as validate's `mismatches[]` entries, and how many regions differ. */
-    firstMismatch: v.optional(
-      v.nullable(
-        v.looseObject({
-          va: v.string(),
-          kind: v.string(),
-          size: v.number(),
-          changedInApp: v.boolean(),
-          firstDiffOffset: v.number(),
-          bytesDiffering: v.number(),
-        }),
-      ),
-    ),
-    mismatches: v.optional(v.number()),
-    /** A mismatch with no differing region: why (runs that differ beyond the captured kernel's). */
-    reason: v.optional(v.string()),
-    nondeterministic: v.optional(v.boolean()),
-    /** What the previous runs wrote, put back before this run (null: nothing ran before): chunks, bytes, seconds. */
-    reset: v.optional(v.nullable(v.object({ chunks: v.number(), bytes: v.number(), seconds: v.number() }))),
-    /** error: a kernel fault made the CUDA context unusable and the memory was restored again in a new one. */
-    reopened: v.optional(v.boolean()),
-    kernelMedianUs: v.optional(v.nullable(v.number())),
-    /** A verdict's rebuilt kernel against the captured module, interleaved (null with fewer than 5 timed launches). */
-    compare: v.optional(Compare),
-    overheadSeconds: v.optional(v.number()),
-    /** A built line's rebuilt kernel: its Figures, and the captured module's. */
-    ...Figures,
-    captured: v.optional(CapturedFigures),
-    code: v.optional(v.string()),
-    message: v.optional(v.string()),
-    hint: v.optional(v.nullable(v.string())),
-  }),
+  "validate-watch": v.looseObject({ ...id("validate-watch"), ...WatchLineFields }),
   profile: v.object({
     ...id("profile"),
     dir: v.string(),
