@@ -102,16 +102,27 @@ export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>,
       if (problem) throw new Error(problem);
       rec = r.output;
     } catch (e) {
-      // the line a kill cut short has no newline after it (each record and its newline are one write); a whole line that is no record is an error, never dropped
-      if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
+      // the line a kill cut short has no newline after it (each record and its newline are one write), and begins as every
+      // record RecordLog writes does; a whole line that is no record is an error, never dropped, and so is a last line that
+      // does not begin so (a one-line file of something else given as --jsonl was taken for a cut record and overwritten)
+      if (last && cutRecord(body, kind.schema)) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
       if (e instanceof KerncapError) throw e;
-      throw damaged(line, (e as Error).message);
+      throw damaged(
+        line,
+        last ? `${(e as Error).message}; and it does not begin as a ${kind.schema} record that a kill cut short would` : (e as Error).message,
+      );
     }
     if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again
     records.push(rec as R);
     pos = nl + 1;
   }
   return { records, validBytes: Buffer.byteLength(text), truncated: false };
+}
+
+/** Whether `body` (a last line without its newline) is the start of a line RecordLog writes for `schema`: `{"schema":"<schema>",…` or any beginning of it. */
+function cutRecord(body: string, schema: string): boolean {
+  const head = `${JSON.stringify({ schema }).slice(0, -1)},`;
+  return body.length <= head.length ? head.startsWith(body) : body.startsWith(head);
 }
 
 /** parseResults of the file at path. @throws KerncapError E_RESULTS, E_USAGE when it does not exist */

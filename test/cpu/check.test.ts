@@ -456,6 +456,17 @@ describe("results file", () => {
     const lines = readFileSync(path, "utf8").split("\n");
     writeFileSync(path, [lines[0], "{ not json", lines[2], ""].join("\n"));
     expect(() => parseResults(path, readFileSync(path, "utf8"))).toThrow(/results\.jsonl, line 2/);
+    // a last line that does not begin as a record does (a one-line file of something else: a settings file, a note) is no
+    // cut record: refused, never dropped and written over (adversary 28); so is one of another kind's records
+    for (const other of ['{"important":"the user config, one line, no final newline"}', "[[[[", '{"schema":"kerncap.eval-record/1","candidate":"x"']) {
+      writeFileSync(path, other);
+      expect(() => parseResults(path, other)).toThrow(
+        /results\.jsonl, line 1: .*does not begin as a kerncap\.check-record\/1 record that a kill cut short would/,
+      );
+    }
+    // any beginning of a record's own start is one, however short the kill left it
+    for (const cut of ["{", '{"sche', '{"schema":"kerncap.check-record/1"', '{"schema":"kerncap.check-record/1","id":"x"'])
+      expect(parseResults(path, cut)).toMatchObject({ records: [], truncated: true, validBytes: 0 });
   });
 });
 
