@@ -314,6 +314,9 @@ function openResults(o: CheckOptions, dir: string, subjects: Map<string, string>
   const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
   if (!o.baseline) refuseLink(baselinePath, "the baseline this check writes"); // before the run, not after it
   const baseline = readBaseline(baselinePath);
+  // --write-baseline FILE writes over FILE at the end: it must be a baseline already, or nothing (a file of something
+  // else was replaced without a word: adversary 28), refused before anything runs
+  if (o.writeBaseline) readBaseline(resolve(o.writeBaseline), refuseNotOwn(resolve(o.writeBaseline), "--write-baseline file"));
   const { log: results, kept: keptAll, truncated } = ResultsLog.open(join(dir, RESULTS_FILE), { resume: o.resume, previous: join(dir, PREVIOUS_RESULTS_FILE) });
   // --resume continues the same run: the same share of the corpus (a resume without the --shard it began with would widen it silently)
   const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;

@@ -766,7 +766,7 @@ describe("a check with fake workers", () => {
       cut = join(d, "cut.jsonl");
     writeFileSync(empty, "");
     writeFileSync(bad, "this is not a record");
-    writeFileSync(cut, '{"schema": "kerncap.check-record/1", "id": "x"'); // a shard killed in its first write
+    writeFileSync(cut, '{"schema":"kerncap.check-record/1","id":"x"'); // a shard killed in its first write (as RecordLog writes a record)
     for (const f of [empty, bad, cut]) {
       let e: unknown;
       try {
@@ -775,7 +775,12 @@ describe("a check with fake workers", () => {
         e = x;
       }
       expect((e as KerncapError).code, f).toBe("E_RESULTS");
-      expect((e as KerncapError).message).toBe(`${f} holds no check record`);
+      // text that is no record, even on its last line, is named as such (a one-line file of something else is no cut record)
+      expect((e as KerncapError).message).toBe(
+        f === bad
+          ? `${f}, line 1: JSON Parse error: Unexpected identifier "this"; and it does not begin as a kerncap.check-record/1 record that a kill cut short would`
+          : `${f} holds no check record`,
+      );
       expect((e as KerncapError).exitCode).toBe(2);
     }
     expect(() => mergeResults([d], { slowerPct: 10 })).toThrow(`${d} is a folder, not a results file`);
@@ -878,6 +883,20 @@ describe("a check with fake workers", () => {
       expect(w.calls).toEqual([]); // no capture checked
     }
     expect(readdirSync(d)).toEqual([]);
+    // a --write-baseline FILE that holds something else (a user's settings): refused before anything runs, left as it was (adversary 28)
+    const other = join(d, "settings.json");
+    writeFileSync(other, '{"important":"x"}\n');
+    const w = fakeWorkers((t) => outcome(t));
+    let e: unknown;
+    try {
+      await runCheck(options([root], join(tempDir(), "r"), w.open, { writeBaseline: other }));
+    } catch (x) {
+      e = x;
+    }
+    expect((e as KerncapError).code).toBe("E_BASELINE");
+    expect((e as KerncapError).message).toContain(`${other} is not a kerncap check baseline`);
+    expect(w.calls).toEqual([]);
+    expect(readFileSync(other, "utf8")).toBe('{"important":"x"}\n');
   });
   test("--baseline with nothing at its path (a typo): E_BASELINE (exit 2) before anything runs, check and --merge; a link to nothing is refused as a link", async () => {
     const root = await corpus();
