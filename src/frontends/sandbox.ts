@@ -112,7 +112,14 @@ function real(p: string): string | undefined {
 
 /** Whether `root` looks like a CUDA toolkit (bin/nvcc and an include folder), not a prefix such as /usr/local that holds a wrapper script. */
 function isToolkit(root: string): boolean {
-  return existsSync(join(root, "bin/nvcc")) && (existsSync(join(root, "include")) || existsSync(join(root, "targets")));
+  // nvcc beside cicc (nvvm/bin/cicc in NVIDIA's layout; bin/cicc in some distributions'), and headers: a prefix that only
+  // holds an nvcc wrapper (/usr/local/bin/nvcc execing /usr/local/cuda-13.0/bin/nvcc) is no toolkit, and binding it would
+  // show the agent whether any file under /usr/local exists (adversary 28)
+  return (
+    existsSync(join(root, "bin/nvcc")) &&
+    (existsSync(join(root, "nvvm/bin/cicc")) || existsSync(join(root, "bin/cicc"))) &&
+    (existsSync(join(root, "include")) || existsSync(join(root, "targets")))
+  );
 }
 
 /**
@@ -144,7 +151,8 @@ export function sandboxPaths(o: { folder: string; tmp: string; recorded: { files
   const folder = (f: string, file: string) => ro.add(homeOrAbove(f) ? file : f);
   for (const n of nvccs) {
     ro.add(n); // the name itself, with the links on its way
-    folder(dirname(n), n);
+    // its folder where that is a toolkit's bin/ (nvcc runs its siblings), else the file alone (a wrapper in /usr/local/bin)
+    if (isToolkit(dirname(dirname(n)))) folder(dirname(n), n);
     for (const root of [dirname(dirname(n)), dirname(dirname(real(n) ?? n))]) if (isToolkit(root) && !homeOrAbove(root)) ro.add(root);
   }
   for (const tool of ["gcc", "g++", "cc", "c++", "bash", "timeout"]) {

@@ -132,6 +132,26 @@ describe("sandboxPaths: a host compiler outside /usr", () => {
     expect(ro).not.toContain(home);
     expect(ro).not.toContain("/");
   });
+
+  test("an nvcc wrapper in a prefix that is no toolkit (/usr/local/bin/nvcc execing the toolkit's): the wrapper alone, never the prefix or its bin/ (adversary 28: __has_include answered for /usr/local/etc); the toolkit it runs whole", () => {
+    const root = tempDir();
+    const prefix = join(root, "local");
+    const toolkit = join(root, "cuda-13.0");
+    for (const d of ["bin", "include", "etc"]) mkdirSync(join(prefix, d), { recursive: true });
+    writeFileSync(join(prefix, "etc/npmrc"), "x");
+    writeFileSync(join(prefix, "bin/nvcc"), `#!/bin/sh\nexec ${toolkit}/bin/nvcc "$@"\n`, { mode: 0o755 });
+    for (const d of ["bin", "nvvm/bin", "include"]) mkdirSync(join(toolkit, d), { recursive: true });
+    for (const f of ["bin/nvcc", "nvvm/bin/cicc"]) writeFileSync(join(toolkit, f), "#!/bin/sh\n", { mode: 0o755 });
+    const paths = (NVCC: string) =>
+      sandboxPaths({ folder: join(root, "cap"), tmp: tempDir(), recorded: { files: [] }, env: { PATH: "/usr/bin:/bin", NVCC } }).ro;
+    const wrapped = paths(join(prefix, "bin/nvcc"));
+    expect(wrapped).toContain(join(prefix, "bin/nvcc"));
+    expect(wrapped).not.toContain(prefix);
+    expect(wrapped).not.toContain(join(prefix, "bin"));
+    const real = paths(join(toolkit, "bin/nvcc"));
+    expect(real).toContain(toolkit);
+    expect(real).toContain(join(toolkit, "bin"));
+  });
 });
 
 describe.skipIf(!GXX || !NAMESPACE)("what a sandboxed build cannot do", () => {
