@@ -124,6 +124,16 @@ export function escapedName(b: Uint8Array): string {
 }
 
 /**
+ * A tool's own files, at any depth of an archive: each names commands or code that tool runs when it
+ * is started in the folder that holds it (git's hooks and filters, npm's scripts, pytest's `addopts = -p
+ * plugin` and conftest.py, Bun's preload, pdb's and gdb's start-up commands, a task runner's recipes, a
+ * CI workflow, an editor's tasks), so a received capture's src/ holding one would run the sender's code
+ * when the user runs that tool there (adversary 28: src/pytest.ini with a plugin beside it).
+ */
+const TOOL_FILE =
+  /^(\.(git(attributes|modules)?|github|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|direnv|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml|pdbrc|gdbinit|lldbinit|husky|pre-commit-config\.ya?ml|justfile)|mise\.toml|conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|noxfile\.py|package\.json|bunfig\.toml|justfile|taskfile\.ya?ml)$/i;
+
+/**
  * Why a name in an archive (its root folder, or a `/`-separated path inside it) is not portable
  * (a phrase), or undefined: each part is letters, digits and `._+-` only, and starts with no `-`.
  * Names are data: such a name can reach a shell or a compiler's command line unquoted (nvcc runs
@@ -134,12 +144,8 @@ export function unportableName(name: string): string | undefined {
     if (part === "") return "has an empty part";
     if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
     if (part.startsWith("-")) return "has a part starting with - (read as an option)";
-    if (
-      /^(\.(git(attributes|modules)?|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml)|mise\.toml|conftest\.py)$/i.test(
-        part,
-      )
-    )
-      return "names a tool's own files (git's, Mercurial's, cargo's, npm's, direnv's, pytest's, an editor's): they name commands that tool runs";
+    if (TOOL_FILE.test(part))
+      return "names a tool's own files (git's, Mercurial's, cargo's, npm's, Bun's, direnv's, pytest's, tox's, a debugger's, a task runner's, CI's, an editor's): they name commands that tool runs";
   }
   return undefined;
 }

@@ -559,16 +559,23 @@ describe("names are data", () => {
       ["cap", "kernel/__init__.py", "is a program or a module by its name"],
       ["cap", "memory/sitecustomize.py", "is a program or a module by its name"],
       ["cap", "src/conftest.py", "names a tool's own files"],
+      // under src/ too, at any depth (adversary 28: src/pytest.ini's addopts loaded src/kcplug.py when pytest ran there)
+      ["cap", "src/pytest.ini", "names a tool's own files"],
+      ["cap", "src/sub/tox.ini", "names a tool's own files"],
+      ["cap", "src/setup.cfg", "names a tool's own files"],
+      ["cap", "src/bunfig.toml", "names a tool's own files"],
+      ["cap", "src/.pdbrc", "names a tool's own files"],
+      ["cap", "src/.github/workflows/x.yml", "names a tool's own files"],
       ["cap", ".env", "names a tool's own files"],
       ["cap", "processes/run.py", "holds only one file per process"],
       ["cap", "processes/0/x", "holds only one file per process"],
       // other tools' configuration at the top (trial 14 F4: pytest.ini's addopts ran the sender's module)
-      ["cap", "pytest.ini", "names a build tool's or test runner's configuration"],
+      ["cap", "pytest.ini", "names a tool's own files"], // refused at any depth since adversary 28
       ["cap", "GNUmakefile", "names a build tool's or test runner's configuration"],
-      ["cap", "pyproject.toml", "names a build tool's or test runner's configuration"],
-      ["cap", ".gdbinit", "is a hidden name"],
-      ["cap", ".pdbrc", "is a hidden name"],
-      ["cap", "memory/.lldbinit", "is a hidden name"],
+      ["cap", "pyproject.toml", "names a tool's own files"],
+      ["cap", ".gdbinit", "names a tool's own files"],
+      ["cap", ".pdbrc", "names a tool's own files"],
+      ["cap", "memory/.lldbinit", "names a tool's own files"],
     ] as const) {
       const a = await craftedArchive(root, entry);
       const e = await thrown(() => unpackArchive(a.archive, join(a.dir, "out")));
