@@ -14,6 +14,8 @@ import { availableParallelism } from "node:os";
 import * as v from "valibot";
 import { DOCUMENTS, type DocumentName } from "../format/documents.ts";
 import { McpCandidate } from "./evaluate.ts";
+import type { EvaluateIn, ProfileIn, RunIn, ToleranceIn, TuneIn } from "./tool-inputs.ts";
+export type { EvaluateIn } from "./tool-inputs.ts";
 
 // string values go to the verb as --name=VALUE and a folder starting with "-" as ./-x, so that no value is read as an option (--help, --json)
 const Dir = v.pipe(
@@ -370,6 +372,14 @@ export const TOOLS = {
       runs: Runs,
       noVerify: NoVerify,
       allowVersionMismatch: VersionMismatch().allowVersionMismatch,
+      requireGpu: v.optional(
+        v.pipe(
+          v.boolean(),
+          v.description(
+            "Stop at once (E_NO_GPU, before any build) when the server's machine has no usable GPU; without it every candidate is built and each built one is an E_NO_GPU record",
+          ),
+        ),
+      ),
       timeout: Bounded(
         "The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner (default 10)",
         86_400,
@@ -381,6 +391,7 @@ export const TOOLS = {
       ...(a.inputs ?? []).map((d) => (d.startsWith("-") ? `./${d}` : d)),
       "--json",
       "--confine",
+      ...(a.requireGpu ? ["--require-gpu"] : []),
       ...(a.iters !== undefined ? ["--iters", String(a.iters)] : []),
       ...(a.gpus !== undefined ? [`--gpus=${a.gpus}`] : []),
       ...(a.workersPerGpu !== undefined ? ["--workers-per-gpu", String(a.workersPerGpu)] : []),
@@ -503,68 +514,6 @@ export function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[],
     })
     .join("; ");
 }
-type ProfileIn = {
-  dir: string;
-  name?: string;
-  build?: boolean;
-  allowVersionMismatch?: boolean;
-  force?: boolean;
-  metrics?: string[];
-  set?: string;
-  clockControl?: "base" | "none";
-  cacheControl?: "all" | "none";
-};
-type TuneIn = {
-  dir: string;
-  config?: string[];
-  define?: string[];
-  maxrregcount?: number[];
-  nvccFlags?: string[];
-  grid?: string;
-  iters?: number;
-  jobs?: number;
-  atol?: number;
-  rtol?: number;
-  dtype?: string;
-  multiset?: string[];
-  flushL2?: boolean;
-  allowVersionMismatch?: boolean;
-};
-export type EvaluateIn = {
-  dir: string;
-  inputs?: string[];
-  candidates: McpCandidate[];
-  iters?: number;
-  gpus?: string;
-  workersPerGpu?: number;
-  grid?: string;
-  atol?: number;
-  rtol?: number;
-  dtype?: string;
-  multiset?: string[];
-  flushL2?: boolean;
-  runs?: number;
-  noVerify?: boolean;
-  allowVersionMismatch?: boolean;
-  timeout?: number;
-};
-type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
-type RunIn = {
-  app: string[];
-  kernel?: string;
-  dispatch?: number;
-  out?: string;
-  force?: boolean;
-  exitAfterCapture?: boolean;
-  sourceRoot?: string;
-  compileCommands?: string;
-  captureAll?: boolean;
-  maxCaptures?: number;
-  launchCount?: number;
-  countBenchmarks?: boolean;
-  rank?: number;
-  process?: number;
-};
 
 /** replay's and validate's run options as the verbs take them: --runs, --no-verify, --flush-l2. */
 function runArgv(a: { runs?: number; noVerify?: boolean; flushL2?: boolean }): string[] {

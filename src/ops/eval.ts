@@ -8,16 +8,31 @@
  * the user trusted, a candidate's too). Each candidate's build is then confined by the build
  * itself (src/frontends/build.ts).
  */
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { evalCandidates, type EvalOptions } from "../eval/eval.ts";
+import { probeGpu } from "../native/libcuda.ts";
 import type { EvalReport } from "../eval/report.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { refuseUntrustedSource, requireTrustedBuild, requireTrustedCopy } from "./gates.ts";
 
 /**
- * Run an evaluation (src/eval/eval.ts evalCandidates) behind its gates.
- * @throws KerncapError E_UNTRUSTED, and evalCandidates'
+ * Run an evaluation (src/eval/eval.ts evalCandidates) behind its gates; `requireGpu` (eval
+ * --require-gpu): no usable GPU here ends it before anything is read or built (a harness on a machine
+ * without one learns it at once, not from each built candidate's E_NO_GPU).
+ * @throws KerncapError E_NO_GPU (requireGpu), E_UNTRUSTED, and evalCandidates'
  */
-export function runEval(o: EvalOptions): Promise<EvalReport> {
+export async function runEval(o: EvalOptions & { requireGpu?: boolean }): Promise<EvalReport> {
+  if (o.requireGpu) {
+    try {
+      probeGpu();
+    } catch (e) {
+      if (!isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
+      throw new KerncapError("E_NO_GPU", `${e.message} (--require-gpu: nothing was built)`, {
+        hint: "Evaluate on a machine with an NVIDIA GPU, or leave out --require-gpu to build every candidate here (each built one is then an E_NO_GPU record: it compiles).",
+        cause: e,
+      });
+    }
+  }
   return evalCandidates(o, (dir, m) => {
     refuseUntrustedSource(m, o, () => ({
       message: `${dir} is a ${m.kernel.frontend} capture: its build imports each candidate's source, which runs as code with your rights, so a confined eval (kerncap mcp) runs it only with --trust`,

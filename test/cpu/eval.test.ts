@@ -40,6 +40,7 @@ import { commands } from "../../src/cli/main.ts";
 import { keyId } from "../../src/format/record-auth.ts";
 import { fakeBuild, fakeEvalOptions, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
+import { TOOLS } from "../../src/mcp/tools.ts";
 
 /** A capture with a reproducer source (src/kernel.cu, src/util.h) and the given build.sh. */
 async function captureWithSource(buildSh = "#!/usr/bin/env bash\nexit 1\n"): Promise<string> {
@@ -1255,4 +1256,25 @@ test("a built candidate's records carry its module's SHA-256: two candidates tha
   for (const x of built) expect(x.build.moduleSha256).toBe(sha);
   expect(r.records.find((x) => x.verdict === "compile-error")!.build.moduleSha256).toBeUndefined();
   for (const x of r.records) expect(v.safeParse(EvalRecord, x).success).toBe(true);
+});
+
+test("--require-gpu: no usable GPU here ends the eval at once, E_NO_GPU, before any input is read or candidate built (nu10 #25: a harness learnt it only from each built candidate's record)", async () => {
+  const cap = await captureWithSource();
+  const built: string[] = [];
+  const saved = process.env.KERNCAP_LIBCUDA;
+  process.env.KERNCAP_LIBCUDA = join(tempDir(), "no-libcuda.so.1"); // a path to no file: no GPU, whatever the machine has
+  try {
+    const e = await quiet(() =>
+      runEval({ ...options([cap], candidateFiles({ "a.cu": "match" }), { buildWith: fakeBuild(0, built) }), requireGpu: true }),
+    ).catch((x) => x);
+    expect(e).toMatchObject({ code: "E_NO_GPU", message: expect.stringContaining("(--require-gpu: nothing was built)") });
+    expect(built).toEqual([]);
+    expect(existsSync(join(cap, "build/eval"))).toBe(false);
+  } finally {
+    if (saved === undefined) delete process.env.KERNCAP_LIBCUDA;
+    else process.env.KERNCAP_LIBCUDA = saved;
+  }
+  // the MCP tool passes it on
+  expect(TOOLS.evaluate.argv({ dir: "cap", candidates: [{ name: "a", patch: "x" }], requireGpu: true })).toContain("--require-gpu");
+  expect(TOOLS.evaluate.argv({ dir: "cap", candidates: [{ name: "a", patch: "x" }] })).not.toContain("--require-gpu");
 });

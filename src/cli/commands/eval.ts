@@ -187,6 +187,11 @@ export default defineCommand({
     },
     "workers-per-gpu": { type: "string", description: "Worker processes per GPU (small kernels leave room for several)", default: "1", valueHint: "N" },
     jobs: { type: "string", description: "Builds at once (default: the CPU count)", valueHint: "N" },
+    "require-gpu": {
+      type: "boolean",
+      description:
+        "Stop at once, E_NO_GPU, before any build, when there is no usable GPU here (without it: every candidate is built, and each that builds is an E_NO_GPU record)",
+    },
     timeout: {
       type: "string",
       description: `The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner than this`,
@@ -279,6 +284,7 @@ export default defineCommand({
         timeoutS: intArg("timeout", args.timeout, 10, 86_400, 1),
         trust: trustArg(args.trust, rawArgs),
         confine: Boolean(args.confine),
+        requireGpu: Boolean(args["require-gpu"]),
         live: Boolean(process.stderr.isTTY),
         open: evalWorkers(settings, verbose, printable),
         ...(args.json ? { onRecord: (r) => printJsonLine("eval-record", r) } : {}),
