@@ -943,12 +943,13 @@ test("usage: the inputs come first; a candidate that is no file and no config is
   expect(splitPositionals([cap, "a.cu", "b.patch"])).toEqual({ dirs: [cap], candidates: ["a.cu", "b.patch"] });
   expect(() => splitPositionals([cap])).toThrow(/no candidates given/);
   expect(() => splitPositionals(["a.cu", cap])).toThrow(/a\.cu is not a capture folder or a capture set/);
+  expect(await thrownBy(() => splitPositionals(["a.cu", cap]))).toMatchObject({ code: "E_NOT_CAPTURE" }); // as every verb says it (nu10 #18a)
   expect(runEval(options([cap], ["nope.cu"]))).rejects.toThrow(/nope\.cu: no such file/);
   // a capture archive: said as one, with the unpack that makes it a folder (nu7 #21)
   const zip = join(tempDir(), "a2.zip");
   writeFileSync(zip, Buffer.concat([Buffer.from("PK\x03\x04"), Buffer.alloc(60)]));
   const e = (await thrownBy(() => splitPositionals([zip, "a.cu"])))!;
-  expect(e).toMatchObject({ code: "E_USAGE", message: `${zip} is a capture archive, not a capture folder` });
+  expect(e).toMatchObject({ code: "E_NOT_CAPTURE", message: `${zip} is a capture archive, not a capture folder` });
   expect(e.hint).toContain(`Unpack it first: kerncap unpack ${zip} -o DIR`);
   const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
   m.kernel.frontend = "hip";

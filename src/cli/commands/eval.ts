@@ -58,8 +58,9 @@ export function splitPositionals(args: string[], listed = false): { dirs: string
   if (n === 0) {
     // a capture archive (kerncap pack's): said as inspect says it, with the unpack that makes it a folder (nu7 #21)
     const zip = args.length > 0 && lstatSync(args[0]!, { throwIfNoEntry: false })?.isFile() === true && startsWithZipSignature(args[0]!);
+    // a first argument that is no capture is E_NOT_CAPTURE, as every verb says it (nu10 #18a); none at all, a usage error
     throw new KerncapError(
-      "E_USAGE",
+      args.length ? "E_NOT_CAPTURE" : "E_USAGE",
       args.length
         ? `${printable(args[0]!)} is ${zip ? "a capture archive, not a capture folder" : "not a capture folder or a capture set"}`
         : "no capture given",
