@@ -19,6 +19,7 @@ import { chunkedRanges } from "../raw-fixture.ts";
 import { writeCandidates, type McpCandidate } from "../../src/mcp/evaluate.ts";
 import { authenticatorOf, resultsKey, sealRecord, type ResultsKey } from "../../src/format/record-auth.ts";
 import { documentId } from "../../src/format/documents.ts";
+import { isKerncapError, type KerncapError } from "../../src/errors.ts";
 
 /** A pid that no process has: a child's, after it exited. */
 export async function deadPid(): Promise<number> {
@@ -296,6 +297,17 @@ export async function withResultsKey<T>(hex: string | undefined, fn: () => T | P
     if (saved === undefined) delete process.env.KERNCAP_RESULTS_KEY;
     else process.env.KERNCAP_RESULTS_KEY = saved;
   }
+}
+
+/** The KerncapError fn throws (or rejects with); any other error is thrown on, and a return fails the test. */
+export async function kerncapErrorOf(fn: () => unknown): Promise<KerncapError> {
+  try {
+    await fn();
+  } catch (e) {
+    if (isKerncapError(e)) return e;
+    throw e;
+  }
+  throw new Error("did not throw");
 }
 
 /** The error fn throws (or rejects with), undefined when it returns. */

@@ -7,20 +7,12 @@
 import { expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { isKerncapError, type KerncapError } from "../../../src/errors.ts";
+import { isKerncapError } from "../../../src/errors.ts";
 import { buildFailureHint, buildReproducer, buildTimeout, CONFINED_SECONDS, FIX_AND_VALIDATE } from "../../../src/frontends/build.ts";
 import { parseDiagnostics } from "../../../src/frontends/confine.ts";
-import { makeCapture, tempDir } from "../fixtures.ts";
+import { makeCapture, tempDir, kerncapErrorOf } from "../fixtures.ts";
 
-async function thrown(f: () => Promise<unknown>): Promise<KerncapError> {
-  try {
-    await f();
-  } catch (e) {
-    if (isKerncapError(e)) return e;
-    throw e;
-  }
-  throw new Error("did not throw");
-}
+const thrown = kerncapErrorOf;
 
 test("a compiler's 'No such file or directory' about a header is a compile error to fix; the shell's about a program, or exit 126/127, a missing toolchain (nu10 #30)", () => {
   const missingHeader =

@@ -12,7 +12,6 @@ import { join } from "node:path";
 import { writeDemo } from "../../../src/capture/demo.ts";
 import { buildCandidate } from "../../../src/eval/build.ts";
 import { parseCandidate } from "../../../src/eval/candidates.ts";
-import { isKerncapError, type KerncapError } from "../../../src/errors.ts";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { buildReproducer } from "../../../src/frontends/build.ts";
 import { outsideReads, recordedSources } from "../../../src/frontends/confine.ts";
@@ -20,22 +19,14 @@ import { parseDeps } from "../../../src/frontends/cuda/nvcc.ts";
 import { toolchainHeader } from "../../../src/frontends/cuda/repro.ts";
 import { overrideSandboxSupport } from "../../../src/frontends/sandbox.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
-import { makeCapture, recordRendered, tempDir } from "../fixtures.ts";
+import { makeCapture, recordRendered, tempDir, kerncapErrorOf } from "../fixtures.ts";
 
 const GXX = Bun.which("g++");
 
 /** Folder names that a make-style list must escape, or that it writes as they are. */
 const ODD = ["my cap", "d$ollar", "ha#sh", "co:lon", "pa(ren)"];
 
-async function thrown(f: () => Promise<unknown>): Promise<KerncapError> {
-  try {
-    await f();
-  } catch (e) {
-    if (isKerncapError(e)) return e;
-    throw e;
-  }
-  throw new Error("did not throw");
-}
+const thrown = kerncapErrorOf;
 
 describe("parseDeps: make's escapes, as gcc and nvcc write them", () => {
   test("gcc: `\\ ` a space, 2N+1 backslashes before a space N and the space, `$$` one $, `\\#` a #; continuation lines; targets left out", () => {
