@@ -33,7 +33,7 @@ const MANY_POSITIONALS: ReadonlySet<Verb> = new Set(["check", "eval"]);
 const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.hasOwn(commands, x);
 
 /** The options that may be given more than once (each use adds one value). */
-const REPEATABLE = new Set(["kernel", "multiset", "config", "define", "nvcc-flag", "nvtx-include", "nvtx-exclude"]);
+const REPEATABLE = new Set(["kernel", "multiset", "dtype", "config", "define", "nvcc-flag", "nvtx-include", "nvtx-exclude"]);
 
 /**
  * When an argument taken for an option also names a file or folder (relative to the current
@@ -105,7 +105,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         }
         i++;
       }
-      // --kernel, --multiset, --config, --define, --nvcc-flag and --nvtx-include/--nvtx-exclude add one value each use (REPEATABLE)
+      // --kernel, --multiset, --dtype (one REGION=T each; a plain T given twice: the last, src/cli/args.ts toleranceOptions), --config,
+      // --define, --nvcc-flag and --nvtx-include/--nvtx-exclude add one value each use (REPEATABLE)
       if (opt && !REPEATABLE.has(opt)) {
         const prev = last.get(opt);
         if (prev) for (let k = prev[0]; k <= prev[1]; k++) dropped.add(k);

@@ -21,7 +21,10 @@ export function roff(s: string): string {
 
 const EXIT_STATUS: [string, string][] = [
   ["0", "success; the replay matched the application's result"],
-  ["1", "mismatch (replay, validate, check: a capture mismatched or got slower; tune: no config matched)"],
+  [
+    "1",
+    "a mismatch: replay and validate (MISMATCH), check (a capture mismatched or got slower), tune (no row matched, the app's own build included); eval reports a candidate's mismatch in its document and exits 0",
+  ],
   [
     "2",
     "an error, with its code and a message saying what to do (under --json also a kerncap.error/1 document on stdout; check, eval and inspect --verify that found damage print their own document instead, validate --watch --json an error event)",
@@ -29,6 +32,12 @@ const EXIT_STATUS: [string, string][] = [
   ["130, 143", "interrupted by SIGINT or SIGTERM (129, 131 for SIGHUP, SIGQUIT)"],
   ["141", "the reader of stdout went away"],
 ];
+
+/** The synopsis of the verbs that take several positionals (one positional in their argument table). */
+const MANY_POSITIONALS: Record<string, string> = {
+  check: "\\fIDIR\\fR...",
+  eval: "\\fIDIR\\fR... \\fICANDIDATE\\fR...",
+};
 
 /** The page for these verbs (the verb table's commands, loaded). */
 export async function manPage(commands: Record<string, () => Promise<CommandDef<any>>>, version: string): Promise<string> {
@@ -55,7 +64,11 @@ export async function manPage(commands: Record<string, () => Promise<CommandDef<
     const meta = (typeof cmd.meta === "function" ? await cmd.meta() : await cmd.meta) ?? {};
     const defs = ((typeof cmd.args === "function" ? await cmd.args() : await cmd.args) ?? {}) as ArgsDef;
     const positional = Object.entries(defs).filter(([, d]) => d.type === "positional");
-    const pos = positional.map(([n, d]) => ("required" in d && d.required ? `\\fI${roff(n.toUpperCase())}\\fR` : `[\\fI${roff(n.toUpperCase())}\\fR]`));
+    // check and eval take several folders (and eval its candidates after them), as their --help says
+    const pos =
+      name in MANY_POSITIONALS
+        ? [MANY_POSITIONALS[name]!]
+        : positional.map(([n, d]) => ("required" in d && d.required ? `\\fI${roff(n.toUpperCase())}\\fR` : `[\\fI${roff(n.toUpperCase())}\\fR]`));
     const app =
       name === "run" || name === "list"
         ? " \\fB\\-\\-\\fR \\fIAPP\\fR [\\fIARGS\\fR...]"
@@ -84,7 +97,10 @@ export async function manPage(commands: Record<string, () => Promise<CommandDef<
   }
   L.push(".SH EXIT STATUS");
   for (const [code, what] of EXIT_STATUS) L.push(".TP", `\\fB${roff(code)}\\fR`, roff(what));
-  L.push(".SH ENVIRONMENT", roff("KERNCAP_VERBOSE=1 is --verbose; every KERNCAP_* variable is listed in docs/environment.md."));
+  L.push(
+    ".SH ENVIRONMENT",
+    roff("KERNCAP_VERBOSE=1 is --verbose; every KERNCAP_* variable that kerncap, its libraries and its scripts read is listed in docs/environment.md."),
+  );
   L.push(".SH SEE ALSO", "\\fBncu\\fR(1), \\fBnsys\\fR(1), \\fBcompute\\-sanitizer\\fR(1); docs/verbs.md, the manual verb by verb.");
   return L.join("\n") + "\n";
 }

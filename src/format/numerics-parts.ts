@@ -36,6 +36,8 @@ export const NumericsReport = v.looseObject({
       maxAbsError: v.nullable(N),
       maxRelError: v.nullable(N),
       firstDiffOffset: N,
+      // a region whose replays agree but differ from the app's, judged against the kernel's own noise (src/replay/tolerance.ts RegionNumerics.kernelNoise)
+      kernelNoise: v.optional(v.looseObject({ region: U, ulp: N, regions: v.array(U), appUlp: N, elementsDiffering: U, outside: U, runs: U })),
     }),
   ),
   /** The capture's judging settings used (kerncap judge's file, the names of those this run's options did not override). */

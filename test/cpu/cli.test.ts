@@ -520,6 +520,10 @@ const table: Record<keyof typeof commands, () => void> = {
         dtypes: { "0": "fp32", "1": "bf16" },
         multiset: ["0"],
       });
+      // --dtype REGION=T given twice in one run stores both (each use adds one, as judge --help says: repeatable)
+      expect(kc("judge", dir, "--dtype=0=fp16", "--dtype", "1=fp32").exitCode).toBe(0);
+      expect(JSON.parse(kc("judge", dir, "--json").stdout.toString()).settings.dtypes).toEqual({ "0": "fp16", "1": "fp32" });
+      expect(await verb("judge", [dir, "--dtype", "0=fp32", "--dtype", "1=bf16"])).toBe(0);
       const help = kc("judge", "--help").stdout.toString();
       expect(help).toContain("This run's values replace the stored list; --clear empties it");
       // judge's own help: it stores settings; replay's "else the capture's judging settings" and one-run defaults would mislead
@@ -877,8 +881,11 @@ describe("command line (runCli: the one error path)", () => {
     expect(await kept("replay", ["cap", "--iters", "5", "--no-verify", "--iters=7", "--verify"])).toEqual(["cap", "--iters=7", "--verify"]);
     for (const verb of ["replay", "validate"] as const) {
       expect(await kept(verb, ["cap", "--multiset", "0", "--multiset=param:1"])).toEqual(["cap", "--multiset", "0", "--multiset=param:1"]);
-      expect(await kept(verb, ["cap", "--dtype", "u32", "--dtype=i32"])).toEqual(["cap", "--dtype=i32"]);
+      // --dtype is repeatable (REGION=T of several regions); of two plain T the last applies (toleranceOptions)
+      expect(await kept(verb, ["cap", "--dtype", "u32", "--dtype=i32"])).toEqual(["cap", "--dtype", "u32", "--dtype=i32"]);
     }
+    const { toleranceOptions } = await import("../../src/cli/args.ts");
+    expect(toleranceOptions({}, ["cap", "--dtype", "u32", "--dtype=i32"]).dtype).toBe("i32");
     // end to end: the last --dispatch is the one run uses (a good first value does not hide a bad last one)
     const r = await cli(["run", "--dispatch", "1", "--dispatch", "x", "--json", "--", "/bin/true"]);
     expect(JSON.parse(r.out).error.message).toContain('got "x"');

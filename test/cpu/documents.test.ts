@@ -92,6 +92,10 @@ describe("--json documents", () => {
     expect((await cli(["schema", "nope"])).code).toBe(2);
   });
 
+  test("numerics.regions[].kernelNoise (a region judged against the kernel's own noise) is in the replay, validate and eval-record schemas", () => {
+    for (const name of ["replay", "validate", "eval-record"] as const)
+      expect(JSON.stringify(jsonSchemaOf(name)), name).toContain('"kernelNoise":{"type":"object","properties":{"region"');
+  });
   test("kerncap schema judge-settings: the judging settings file's schema, by the name its schema id gives; a file judge writes is valid against it", async () => {
     // found by a new user: kerncap-judge.json names kerncap.judge-settings/1, and `kerncap schema judge-settings` said no such schema
     const r = await cli(["schema", "judge-settings"]);

@@ -23,7 +23,8 @@ export default defineCommand({
     force: { type: "boolean", alias: ["f"], description: "Replace an existing archive that kerncap pack wrote (never another file)", default: false },
     name: {
       type: "string",
-      description: "The archive's root folder, what unpack creates (default: DIR's name; letters, digits and ._+-: for a folder named otherwise)",
+      description:
+        "The archive's root folder, what unpack creates (default: DIR's name; letters, digits and ._+-, not starting with . or -: for a folder named otherwise)",
       valueHint: "NAME",
     },
     redact: {
