@@ -44,7 +44,8 @@ export const ERROR_CODES = {
   },
   E_CACHE: {
     exit: 2,
-    about: "The cache folder (KERNCAP_CACHE, default $XDG_CACHE_HOME/kerncap or ~/.cache/kerncap, else $TMPDIR/kerncap-cache-<uid>) is not absolute or cannot be written.",
+    about:
+      "The cache folder (KERNCAP_CACHE, default $XDG_CACHE_HOME/kerncap or ~/.cache/kerncap, else $TMPDIR/kerncap-cache-<uid>) is not absolute or cannot be written.",
     hint: "Set KERNCAP_CACHE to an absolute folder you can write, or unset it.",
   },
   E_STDERR_CLOSED: {
