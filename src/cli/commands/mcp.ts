@@ -33,7 +33,7 @@ export default defineCommand({
     "trust-builds": {
       type: "boolean",
       description:
-        "Let validate, tune, profile --build and evaluate run the build.sh of a received capture (unpacked, or made on another host) and a Triton capture's compile of src/; without it such a build is refused (a received capture trusted on the command line, kerncap validate DIR --trust=DIGEST, builds without it; docs/security.md)",
+        "Let validate, tune, profile --build and evaluate run the build.sh of a received capture (unpacked, made on another machine, or in a folder another user owns or may write) and a Triton capture's compile of src/; without it such a build is refused (a received capture trusted on the command line, kerncap validate DIR --trust=DIGEST, builds without it; docs/security.md)",
       default: false,
     },
     "agent-judging": {
