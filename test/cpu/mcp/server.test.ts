@@ -146,7 +146,7 @@ describe("kerncap mcp", () => {
     // the behaviour itself: test/cpu/attacks-agent.test.ts (the user's validate --trust on the command line lets kerncap mcp build)
     const skill = readFileSync(join(import.meta.dir, "../../../docs/agent-skill.md"), "utf8").replace(/\s+/g, " ");
     expect(skill).toContain(
-      "with `kerncap mcp --trust-builds` (a received capture the user trusted on the command line, `kerncap validate DIR --trust=DIGEST`, which is recorded, builds without it)",
+      "build only if the user started the server with `kerncap mcp --trust-builds`, or trusted the folder on the command line (`kerncap validate DIR --trust=DIGEST`, which is recorded)",
     );
   });
 
@@ -477,7 +477,7 @@ describe("kerncap mcp", () => {
     expect(doc(workers).error.code).toBe("E_USAGE");
     expect(existsSync(join(dir, "build"))).toBe(false);
     await c.close();
-  });
+  }, 30_000); // several tool calls, one of 4 MiB: past 5 s on a loaded 2-core machine
 
   test("edit_file's bound on src/ holds for rewrites too: files made small, then rewritten to 4 MiB each, stop at 64 MiB; a rewrite that does not grow src/ passes", async () => {
     // found by a trial: only a new file was counted, so 24 tiny files rewritten to 4 MiB took src/ to 97 MiB (2000 of them: 8 GiB)
