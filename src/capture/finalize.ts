@@ -5,7 +5,8 @@
 import { existsSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { assertReplaceable, sha256File } from "../format/capture-dir.ts";
+import { assertReplaceable, replaceableKind, sha256File } from "../format/capture-dir.ts";
+import { replaceFolder } from "../util/replace-folder.ts";
 import { parseRaw, type Raw } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -152,20 +153,14 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
 /**
  * Rename a complete capture folder `tmpDir` to `finalDir`, replacing a previous capture there only
  * with `force` (assertReplaceable). The old capture stays until the new one is in place: a failed
- * rename loses nothing. `rename` does the rename itself (demo: PrivateTemp.placeAt, which refuses a
+ * rename loses nothing; a folder another user swapped in at the name meanwhile is never removed
+ * (E_UNSAFE_PATH). `rename` does the rename itself (demo: PrivateTemp.placeAt, which refuses a
  * folder swapped at the temp's name).
  * @throws KerncapError E_EXISTS (see assertReplaceable); the rename's system error.
  */
 export function moveIntoPlace(tmpDir: string, finalDir: string, force: boolean, rename: (dest: string) => void = (dest) => renameSync(tmpDir, dest)): void {
   if (!existsSync(finalDir)) return rename(finalDir);
   assertReplaceable(finalDir, force);
-  const old = `${finalDir}.old-${process.pid}`;
-  renameSync(finalDir, old);
-  try {
-    rename(finalDir);
-  } catch (e) {
-    renameSync(old, finalDir);
-    throw e;
-  }
-  rmSync(old, { recursive: true, force: true });
+  // judged again where no one else can swap it, and removed through a held fd (src/util/replace-folder.ts)
+  replaceFolder(finalDir, { refuse: (old) => (replaceableKind(old) ? undefined : "not a kerncap capture nor an empty folder"), place: rename });
 }

@@ -57,6 +57,7 @@ import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
+import { replaceFolder } from "../util/replace-folder.ts";
 import { describeJudging, judgingInEffect, mergeJudging, type JudgingOptions } from "../replay/judge-settings.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
@@ -335,20 +336,17 @@ function isPreviousExport(out: string): boolean {
 
 /**
  * Rename the complete temp folder into place (PrivateTemp.placeAt: refused when another user
- * swapped the folder at its name); a previous export stays until the new one is there.
+ * swapped the folder at its name); a previous export stays until the new one is there, and a
+ * folder swapped in at OUT meanwhile is never removed.
  */
 function place(t: PrivateTemp, out: string, force: boolean): void {
   if (!existsSync(out)) return t.placeAt(out);
   checkOutputAgain(out, force);
-  const old = `${out}.old-${process.pid}`;
-  renameSync(out, old);
-  try {
-    t.placeAt(out);
-  } catch (e) {
-    renameSync(old, out);
-    throw e;
-  }
-  rmSync(old, { recursive: true, force: true });
+  // judged again where no one else can swap it, and removed through a held fd (src/util/replace-folder.ts)
+  replaceFolder(out, {
+    refuse: (old) => (readdirSync(old).length === 0 || isPreviousExport(old) ? undefined : "neither an empty folder nor a kerncap export"),
+    place: (d) => t.placeAt(d),
+  });
 }
 
 function checkOutputAgain(out: string, force: boolean): void {

@@ -270,26 +270,30 @@ export function verifyRegions(dir: string, m: Manifest, onBytes?: (done: number,
  * @throws KerncapError E_EXISTS saying why not.
  */
 export function assertReplaceable(dir: string, force: boolean, another = "output folder (-o; kerncap writes a new folder there)", hint?: string): void {
-  let isCapture = false;
-  let empty = false;
-  try {
-    if (statSync(dir).isDirectory()) {
-      empty = readdirSync(dir).length === 0;
-      const mf = join(dir, MANIFEST_FILE);
-      isCapture = existsSync(mf) && (JSON.parse(readFileSync(mf, "utf8")) as { format?: string }).format === MANIFEST_FORMAT;
-      const set = join(dir, "kerncap-captures.json"); // a folder of several captures (src/capture/session.ts)
-      if (!isCapture && existsSync(set)) isCapture = (JSON.parse(readFileSync(set, "utf8")) as { format?: string }).format === "kerncap-capture-set";
-    }
-  } catch {
-    isCapture = false;
-  }
   refuseExisting(dir, force, {
-    found: isCapture ? "a previous capture" : empty ? "an empty folder" : false,
+    found: replaceableKind(dir),
     why: "is not a kerncap capture",
     replaces: "a previous capture or an empty folder",
     another: another,
     ...(hint ? { hint } : {}),
   });
+}
+
+/**
+ * What `--force` may replace at `dir`: "a previous capture" (a folder holding a capture's manifest
+ * or a capture set's index), "an empty folder", or false for anything else (a file, another folder).
+ */
+export function replaceableKind(dir: string): "a previous capture" | "an empty folder" | false {
+  try {
+    if (!statSync(dir).isDirectory()) return false;
+    const mf = join(dir, MANIFEST_FILE);
+    if (existsSync(mf) && (JSON.parse(readFileSync(mf, "utf8")) as { format?: string }).format === MANIFEST_FORMAT) return "a previous capture";
+    const set = join(dir, "kerncap-captures.json"); // a folder of several captures (src/capture/session.ts)
+    if (existsSync(set) && (JSON.parse(readFileSync(set, "utf8")) as { format?: string }).format === "kerncap-capture-set") return "a previous capture";
+    return readdirSync(dir).length === 0 ? "an empty folder" : false;
+  } catch {
+    return false;
+  }
 }
 
 /** Whether `dir` is a folder `kerncap export` wrote: its marker kerncap-export.json and a data/ folder holding kerncap.json, neither a link. */

@@ -27,11 +27,12 @@ const EDITED_FILES = ["build.sh", JUDGE_FILE];
  *  - a capture that was not itself unpacked (no RECEIVED_MARK): the user's own, made here, which
  *    the archive's copy replaces as a received capture (its build then needs --trust, its judging
  *    settings an acceptance).
+ * `shown`: the name the messages give the capture (default `dest`; the path kerncap reads it by may be its holder's).
  */
-export function sayWhatForceLoses(dest: string, tmp: string, idx: Pick<PackIndex, "files">): void {
+export function sayWhatForceLoses(dest: string, tmp: string, idx: Pick<PackIndex, "files">, shown = dest): void {
   const some = (list: string[]) => `${list.length} file${list.length === 1 ? "" : "s"}: ${list.slice(0, 10).join(", ")}${list.length > 10 ? ", …" : ""}`;
   const gone = filesNotIn(dest, new Set([...idx.files.map((f) => f.path), RECEIVED_MARK]));
-  if (gone.length) log.warn(`--force: replacing ${dest} removes ${some(gone).replace(/^(\d+ files?):/, "$1 the archive does not hold:")}`);
+  if (gone.length) log.warn(`--force: replacing ${shown} removes ${some(gone).replace(/^(\d+ files?):/, "$1 the archive does not hold:")}`);
   const archived: FileDigest[] = sourceDigests(tmp, "src");
   for (const path of EDITED_FILES) {
     const b = readInCapture(tmp, path, 64 << 20);
@@ -39,11 +40,11 @@ export function sayWhatForceLoses(dest: string, tmp: string, idx: Pick<PackIndex
   }
   const { edited } = differingFiles(dest, archived, { under: "src" });
   if (edited.length)
-    log.warn(`--force: replacing ${dest} loses your edits: the archive holds other bytes for ${some(edited)} (unpack it with -o OTHER to keep both)`);
+    log.warn(`--force: replacing ${shown} loses your edits: the archive holds other bytes for ${some(edited)} (unpack it with -o OTHER to keep both)`);
   const capture = [MANIFEST_FILE, "kerncap-captures.json"].some((f) => lstatSync(join(dest, f), { throwIfNoEntry: false }));
   if (capture && !lstatSync(join(dest, RECEIVED_MARK), { throwIfNoEntry: false }))
     log.warn(
-      `--force: ${dest} was not unpacked from an archive (a capture made here) and is replaced by the archive's copy, a received capture: its build then runs only after --trust and its judging settings only once accepted`,
+      `--force: ${shown} was not unpacked from an archive (a capture made here) and is replaced by the archive's copy, a received capture: its build then runs only after --trust and its judging settings only once accepted`,
     );
 }
 

@@ -15,7 +15,8 @@ import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { StopSignals } from "../process-group.ts";
 import { markReceived } from "./received.ts";
 import { keepBesideHint, sayWhatForceLoses } from "./force-losses.ts";
-import { assertNotNested, assertReplaceable, readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
+import { replaceFolder } from "../util/replace-folder.ts";
+import { assertNotNested, assertReplaceable, readManifest, replaceableKind, verifyFiles, verifyRegions } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
 import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
@@ -565,32 +566,34 @@ async function writeFiles(
 }
 
 /**
- * Put the checked temp folder at `dest`: a folder that appeared there meanwhile is refused, one
- * that existed (--force) is removed (the files the archive does not hold named in a warning), the
- * received mark written (src/format/received.ts), then the rename.
- * @throws KerncapError E_EXISTS
+ * Put the checked temp folder at `dest` (the received mark written first: src/format/received.ts): a folder that
+ * appeared there meanwhile is refused, one that existed (--force) is replaced through a private holder
+ * (src/util/replace-folder.ts: judged again there, never another folder swapped in at the name; what it loses warned of).
+ * @throws KerncapError E_EXISTS, E_UNSAFE_PATH (the folder at `dest` was swapped for one that is no capture)
  */
 function replaceWithTemp(t: PrivateTemp, dest: string, existed: boolean, idx: PackIndex, archive: string): void {
-  if (existsSync(dest)) {
-    // a folder that appeared while this unpack ran (another unpack or run to the same place) is not ours to replace
-    if (!existed)
-      throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, {
-        hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o.",
-      });
-    sayWhatForceLoses(dest, t.at, idx);
-    rmSync(dest, { recursive: true, force: true });
-  }
-  markReceived(t.at, archive); // validate asks before running its build.sh (src/format/trust.ts)
-  rmSync(join(t.at, TEMP_MARKER), { force: true });
-  try {
-    t.placeAt(dest); // refused when another user swapped the folder at the temp's name
-  } catch (e) {
-    // another unpack or run renamed its folder there between the check above and this rename
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOTEMPTY" || code === "EEXIST")
-      throw new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, {
-        hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o.",
-      });
-    throw e;
-  }
+  const appeared = () =>
+    new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, {
+      hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o.",
+    });
+  const place = (d: string) => {
+    markReceived(t.at, archive); // validate asks before running its build.sh (src/format/trust.ts)
+    rmSync(join(t.at, TEMP_MARKER), { force: true });
+    try {
+      t.placeAt(d); // refused when another user swapped the folder at the temp's name
+    } catch (e) {
+      // another unpack or run renamed its folder there between the check above and this rename
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOTEMPTY" || code === "EEXIST") throw appeared();
+      throw e;
+    }
+  };
+  if (!existsSync(dest)) return place(dest);
+  // a folder that appeared while this unpack ran (another unpack or run to the same place) is not ours to replace
+  if (!existed) throw appeared();
+  replaceFolder(dest, {
+    refuse: (old) => (replaceableKind(old) ? undefined : "not a kerncap capture nor an empty folder"),
+    before: (old) => sayWhatForceLoses(old, t.at, idx, dest),
+    place,
+  });
 }
