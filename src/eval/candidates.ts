@@ -30,6 +30,7 @@
  * E_CANDIDATE) is never built: its verdict is error with that code, as for one kerncap could not
  * judge, and no retry changes it.
  */
+import { shellPath } from "../util/shell-quote.ts";
 import * as v from "valibot";
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
@@ -488,7 +489,7 @@ function refuseIncompleteTree(capture: string, c: Candidate, files: string[]): v
     "E_CANDIDATE",
     `candidate ${c.path} is a folder, so it replaces src/ whole, and it lacks ${missing.map((f) => `src/${f}`).join(", ")}, which the build compiles (it holds ${files.length > 3 ? `${files.length} files` : files.join(", ")})`,
     {
-      hint: `Give a copy of the whole src/ with the edit (cp -r ${join(capture, "src")} edited, then edit it), a patch against src/, or the edited file alone (a replacement file named as the file of src/ it replaces).`,
+      hint: `Give a copy of the whole src/ with the edit (cp -r ${shellPath(join(capture, "src"))} edited, then edit it), a patch against src/, or the edited file alone (a replacement file named as the file of src/ it replaces).`,
     },
   );
 }

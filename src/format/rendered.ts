@@ -13,6 +13,7 @@
  * What this does not decide: whether a received capture's build runs at all (its manifest, and so
  * its record, is the sender's: requireTrustedBuild asks for --trust as before).
  */
+import { shellPath } from "../util/shell-quote.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "./manifest.ts";
 import { readInCapture } from "./paths.ts";
@@ -87,7 +88,7 @@ export function requireRenderedBuild(dir: string, m: Manifest, command = "valida
     "E_NOT_RENDERED",
     `a confined ${command} (kerncap mcp) runs only the build kerncap wrote for ${dir}, and ${changed.join("; ")}: nothing was run`,
     {
-      hint: `Show the file to the user. An agent can never change or write build.sh, pinned.json or repro.py; if the user changed them and trusts them, they run kerncap validate ${dir} --trust once on the command line (recorded for these bytes, which kerncap mcp then runs).`,
+      hint: `Show the file to the user. An agent can never change or write build.sh, pinned.json or repro.py; if the user changed them and trusts them, they run kerncap validate ${shellPath(dir)} --trust once on the command line (recorded for these bytes, which kerncap mcp then runs).`,
     },
   );
 }

@@ -12,6 +12,7 @@
  * state folder (src/format/trust-records.ts), keyed by the folder and the digest of what runs (a
  * change asks again).
  */
+import { shellPath } from "../util/shell-quote.ts";
 import { join } from "node:path";
 import { fstatSync, realpathSync } from "node:fs";
 import { KerncapError } from "../errors.ts";
@@ -112,7 +113,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const state = stateDir();
   const records = state ? readRecords(state) : [];
   const approve = () => approveBuild(key.dir, runs.digest, runs.frontend);
-  const base = o.command ?? `kerncap validate ${dirArg}`;
+  const base = o.command ?? `kerncap validate ${shellPath(dirArg)}`;
   const names = runs.files.map((f) => f.name).join(", ");
   const name = o.name ?? dirArg;
   const shown = o.shown ?? "printed above";
@@ -239,7 +240,7 @@ export function requireTrustedCopy(dirArg: string, copy: string, m: Manifest, tr
     `${o.name} changes files that the build of the received capture ${dirArg} runs (${names}; sha256 ${runs.digest}, not a digest the user trusted): nothing of it was run` +
       (o.inMessage ? `\n${shown}`.replace(/\n$/, "") : ""),
     {
-      hint: `A received capture's build runs only the bytes the user trusted, a candidate's as the capture's own. Show the files to the user; if they trust them, they apply the change to ${dirArg}/src/ and run kerncap validate ${dirArg}, which shows the files, then trust the digest it shows (recorded for the folder: this candidate then builds), or evaluate the change on a capture whose build.sh kerncap wrote.`,
+      hint: `A received capture's build runs only the bytes the user trusted, a candidate's as the capture's own. Show the files to the user; if they trust them, they apply the change to ${dirArg}/src/ and run kerncap validate ${shellPath(dirArg)}, which shows the files, then trust the digest it shows (recorded for the folder: this candidate then builds), or evaluate the change on a capture whose build.sh kerncap wrote.`,
     },
   );
 }

@@ -6,6 +6,7 @@
  * Every frontend's reproducer has one; a frontend's own faster rebuild (Frontend.fastBuild) runs
  * its steps through runBuildCommand too.
  */
+import { shellPath } from "../util/shell-quote.ts";
 import { accessSync, constants, existsSync, rmSync } from "node:fs";
 import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
@@ -258,7 +259,7 @@ export function assertRebuildWritable(dir: string): void {
       accessSync(p, constants.W_OK);
     } catch {
       throw new KerncapError("E_IO", `${p} is not writable: a rebuild writes its outputs into the capture folder (build/)`, {
-        hint: `Copy the capture to a folder of yours (cp -r ${dir} ~/caps/) and rebuild there; replay and inspect work on a read-only capture.`,
+        hint: `Copy the capture to a folder of yours (cp -r ${shellPath(dir)} ~/caps/) and rebuild there; replay and inspect work on a read-only capture.`,
       });
     }
   }

@@ -20,6 +20,7 @@
  * (a sticky error: every later call in the context fails) is the context reset, by the engine's
  * replay (src/replay/engine.ts).
  */
+import { shellPath } from "../util/shell-quote.ts";
 import { existsSync, rmSync, type Stats } from "node:fs";
 import { join } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
@@ -193,7 +194,7 @@ function gateRebuild(task: CaptureRef, dir: string, m: Manifest, s: CheckSetting
     theirsHint: (digest) =>
       task.kind === "archive"
         ? `Copy the archive to a folder of your own (cp ${task.path} DIR/), read what its build runs (printed on stderr as it was checked, sha256 ${digest}), then check that copy with --trust: only you can change it.`
-        : `Read what its build runs (printed on stderr as it was checked); if you trust it, run kerncap validate ${dir} --trust=${digest} (remembered for this folder and these bytes: check then builds it).`,
+        : `Read what its build runs (printed on stderr as it was checked); if you trust it, run kerncap validate ${shellPath(dir)} --trust=${digest} (remembered for this folder and these bytes: check then builds it).`,
     remember: task.kind !== "archive",
     command: "kerncap check --rebuild …",
     shown: "printed on stderr as it was checked",

@@ -6,6 +6,7 @@
  * another user can write; docs/security.md), shows the same files, and writes the bytes the gate
  * hashed, never what the folder holds later.
  */
+import { shellPath } from "../util/shell-quote.ts";
 import { KerncapError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { approvedDigest } from "../format/staged-build.ts";
@@ -22,7 +23,7 @@ export function exportOp(dir: string, out: string, o: Omit<ExportOptions, "trust
   const { manifest: m } = openCapture(dir);
   assertExportableNames(dir, m); // a name export refuses is said before any trust prompt
   requireTrustedBuild(dir, m, o.trust, {
-    command: `kerncap export ${dir} -o ${out}`,
+    command: `kerncap export ${shellPath(dir)} -o ${shellPath(out)}`,
     // export runs nothing itself: the exported folder's make run-src (a Triton export's repro.py) runs the sender's build
     gated:
       "would run with the rights of whoever runs the export's make run-src (or a Triton export's repro.py); export itself runs nothing, and exports it only once you pass --trust",

@@ -5,6 +5,7 @@
  * confined build of a capture that runs its source only with --trust and a received capture's
  * build.sh only after --trust (./gates.ts), then the profiled replay (src/profile/profile.ts).
  */
+import { shellPath } from "../util/shell-quote.ts";
 import { resolve } from "node:path";
 import { readManifest } from "../format/capture-dir.ts";
 import { assertProfilable, profileReplay, type ProfileOptions, type ProfileResult } from "../profile/profile.ts";
@@ -27,7 +28,7 @@ export async function profileCapture(dirArg: string, o: ProfileOptions): Promise
       message: `${dir} is a ${m.kernel.frontend} capture: its build imports the edited source under src/, which runs as code with your rights, so a confined profile --build (kerncap mcp) runs it only with --trust`,
       hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton builds run, or profile on the command line.",
     }));
-    requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap profile ${dir} --build`, inMessage: o.confine ?? false });
+    requireTrustedBuild(dir, m, o.trust ?? false, { command: `kerncap profile ${shellPath(dir)} --build`, inMessage: o.confine ?? false });
   };
   return profileReplay(dir, m, { ...o, gate });
 }

@@ -10,6 +10,7 @@
  * build); each config a candidate of eval's machinery (src/tune/evaluate.ts tuneEvaluator: eval's
  * build pool, GPU worker and compare); the whole tune inside the no-ASLR retry (tuneVerb).
  */
+import { shellPath } from "../util/shell-quote.ts";
 import { KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { frontendOf, frontends } from "../frontends/index.ts";
@@ -33,7 +34,7 @@ export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResu
   if (o.confine) requireRenderedBuild(dir, m, "tune"); // confined: only the build kerncap wrote, before anything of the capture runs
   // each config's build runs the capture's build.sh (Triton: imports its Python under src/ with pinned.json's interpreter): code, as validate's build is
   // confined (kerncap mcp): the refusal carries what would run, for an agent that reads the error document, not stderr
-  const gate = trustGate(dir, m, o.trust ?? false, { command: `kerncap tune ${dir}`, inMessage: o.confine ?? false });
+  const gate = trustGate(dir, m, o.trust ?? false, { command: `kerncap tune ${shellPath(dir)}`, inMessage: o.confine ?? false });
   if (fe.tune) return fe.tune.run(dir, { ...o, gate, evaluate: tuneEvaluator() });
   const tunable = frontends()
     .filter((f) => f.tune)

@@ -10,6 +10,7 @@
  *
  * A received capture's settings are the sender's: they are shown by `inspect` with the rest.
  */
+import { shellPath } from "../util/shell-quote.ts";
 import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
 import * as v from "valibot";
@@ -71,7 +72,7 @@ export function readJudgingFile(dir: string): { settings: JudgeSettings; file: s
 }
 
 function readStored(dir: string): { settings: JudgeSettings; file: string } | undefined {
-  const hint = `Replace them: \`kerncap judge ${dir} --clear\` followed by the settings you want (--clear alone removes them), or remove ${JUDGE_FILE}.`;
+  const hint = `Replace them: \`kerncap judge ${shellPath(dir)} --clear\` followed by the settings you want (--clear alone removes them), or remove ${JUDGE_FILE}.`;
   let bytes: Buffer | undefined;
   try {
     bytes = readInCapture(dir, JUDGE_FILE, 1 << 20);
@@ -251,12 +252,12 @@ export function judgingNotOwn(dir: string, m: Manifest): { kind: "received" | "f
 export function unusedJudgingNote(dir: string, not: { kind: "received" | "file"; why: string }, digest?: string): string {
   return not.kind === "received"
     ? `${JUDGE_FILE} of this received capture holds the sender's judging settings; not used until you accept them (${acceptCommand(dir, digest)}), the capture judged as captured: ${not.why}`
-    : `${not.why}, so its judging settings may be another user's; not used until you read them and accept them (${acceptCommand(dir, digest)}: used while the file stays as it is), or make the file yours alone (chmod go-w, or kerncap judge ${dir} --clear and your own settings); the capture judged as captured`;
+    : `${not.why}, so its judging settings may be another user's; not used until you read them and accept them (${acceptCommand(dir, digest)}: used while the file stays as it is), or make the file yours alone (chmod go-w, or kerncap judge ${shellPath(dir)} --clear and your own settings); the capture judged as captured`;
 }
 
 /** The command that accepts the settings shown: with the digest of the bytes shown (`--accept=DIGEST`: accepted only if the file is still those bytes) when known. */
 export function acceptCommand(dir: string, digest?: string): string {
-  return `kerncap judge ${dir} --accept${digest ? `=${digest}` : ""}`;
+  return `kerncap judge ${shellPath(dir)} --accept${digest ? `=${digest}` : ""}`;
 }
 
 /**

@@ -11,13 +11,27 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { delimiter, join, resolve } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { PACK_INDEX, packCapture, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
+import { acceptCommand } from "../../src/replay/judge-settings.ts";
 import { markReceived } from "../../src/format/received.ts";
 import { buildReproducer, CONFINED_DATA_KIB, CONFINED_FILE_KIB } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
@@ -698,5 +712,25 @@ describe("the interpreter pinned.json names (a re-attack: an interpreter in anot
     const { symlinkSync } = await import("node:fs");
     symlinkSync("/proc/self/cwd", join(base, "here"));
     expect(interpreterProblem(cap, join(base, "here/python3"))).toBeDefined(); // the link leads elsewhere in the build
+  });
+});
+
+describe("commands kerncap suggests quote the folder's name (adversary 29: a handed-over folder named `$(touch PWNED)cap` ran `touch` when its suggested command was pasted)", () => {
+  test("the trust refusal's command and hint, the judging settings' accept command, the read-only folder's cp: each a shell word", async () => {
+    const root = tempDir();
+    const dir = await received(join(root, "in"), HONEST);
+    const evil = join(root, "$(touch PWNED)cap");
+    renameSync(dir, evil);
+    const e = await thrown(() => requireTrustedBuild(evil, readManifest(evil), false));
+    expect(e.code).toBe("E_UNTRUSTED");
+    const quoted = `'${evil}'`;
+    expect(e.hint).toContain(`kerncap validate ${quoted} --trust=`);
+    expect(e.hint).not.toContain(`kerncap validate ${evil}`);
+    expect((e.details as { trust: { command: string } }).trust.command).toContain(`kerncap validate ${quoted} --trust=`);
+    expect(acceptCommand(evil, "ab".repeat(32))).toBe(`kerncap judge ${quoted} --accept=${"ab".repeat(32)}`);
+    // pasted into a shell, the suggested command names the folder: nothing runs
+    const sh = Bun.spawnSync(["bash", "-c", `cd ${JSON.stringify(root)} && printf '%s\\n' ${acceptCommand(evil)}`], { stdout: "pipe" });
+    expect(sh.stdout.toString()).toContain(evil);
+    expect(existsSync(join(root, "PWNED"))).toBe(false);
   });
 });

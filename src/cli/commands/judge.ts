@@ -54,7 +54,7 @@ function acceptable(dir: string, notOwn: { kind: "received" | "file"; why: strin
   if (typeof accept === "string") {
     if (accept.toLowerCase().replace(/^sha256:/, "") !== digest)
       throw new KerncapError("E_TRUST_CHANGED", `${JUDGE_FILE} in ${dir} is not the file --accept=${accept} names (sha256 now ${digest}): nothing accepted`, {
-        hint: `Read the settings again (kerncap judge ${dir}), then accept the digest it shows.`,
+        hint: `Read the settings again (kerncap judge ${shellPath(dir)}), then accept the digest it shows.`,
       });
     return;
   }
@@ -64,7 +64,7 @@ function acceptable(dir: string, notOwn: { kind: "received" | "file"; why: strin
       "E_UNTRUSTED",
       `plain --accept is not enough for ${dir}: ${others}, so ${JUDGE_FILE} could have changed since you read it: nothing accepted`,
       {
-        hint: `Read them (kerncap judge ${dir} shows them with their digest), then run kerncap judge ${dir} --accept=${digest} to accept those bytes only.`,
+        hint: `Read them (kerncap judge ${shellPath(dir)} shows them with their digest), then run kerncap judge ${shellPath(dir)} --accept=${digest} to accept those bytes only.`,
       },
     );
 }
@@ -169,8 +169,8 @@ export default defineCommand({
       if (senders)
         log.warn(
           notOwn.kind === "received"
-            ? `the sender's judging settings (${describeJudging(prior)}) are not accepted: starting from none (kerncap judge ${dir} --accept adopts them)`
-            : `the judging settings in ${JUDGE_FILE} (${describeJudging(prior)}) are not accepted (${notOwn.why}): starting from none (kerncap judge ${dir} --accept adopts them)`,
+            ? `the sender's judging settings (${describeJudging(prior)}) are not accepted: starting from none (kerncap judge ${shellPath(dir)} --accept adopts them)`
+            : `the judging settings in ${JUDGE_FILE} (${describeJudging(prior)}) are not accepted (${notOwn.why}): starting from none (kerncap judge ${shellPath(dir)} --accept adopts them)`,
         );
       else if (!changing && !accept && prior !== undefined && unaccepted) log.warn(unusedJudgingNote(dir, notOwn, read?.file)); // shown, and said unused, with the digest to accept them by
       if (accept && read && notOwn) acceptable(dir, notOwn, read.file, accept);
