@@ -528,9 +528,15 @@ export class Rebuilder {
   private async checkBoth(fast: FastBuilder, work: string, cpus: number, replanned?: FastBuilt, replannedFull?: Rebuilt): Promise<Rebuilt> {
     const kernel = this.m.kernel.name;
     const checkSeries = fast.series();
+    // build.sh failing (a compile error, its time limit) ends the check: the pruned build beside it is stopped, never
+    // left running on (its gcc -E of a header that includes itself ran on for minutes after validate said E_BUILD)
+    const stop = new AbortController();
     const [full, pruned] = await Promise.allSettled([
-      replannedFull ?? this.buildSh(),
-      replanned ?? fast.build(this.dir, work, this.fastOptions(), checkSeries),
+      (replannedFull ? Promise.resolve(replannedFull) : this.buildSh()).catch((e: unknown) => {
+        stop.abort();
+        throw e;
+      }),
+      replanned ?? fast.build(this.dir, work, this.fastOptions(stop.signal), checkSeries),
     ]);
     if (!replanned) checkSeries.save(work);
     if (full.status === "rejected") throw full.reason;

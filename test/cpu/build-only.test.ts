@@ -4,7 +4,7 @@
  * (a real CUDA reproducer: needs nvcc). The MCP tool `build` runs the same command confined.
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
@@ -142,6 +142,32 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     expect(docs[1].message).not.toContain("on the command line");
     expect(docs[1].message).toContain("the whole TU's build, next, says any error to fix");
   }, 60_000);
+
+  test("KERNCAP_BUILD_TIMEOUT ends the whole validate: a header that includes itself twice per level (gcc -E's output grows without end) stops build.sh at the limit and the pruned build beside it, nothing left running (adversary 29: validate ran on 7 min past a 4 s limit, its gcc -E writing 900 MB)", () => {
+    const { dir, env } = demo();
+    writeFileSync(join(dir, "src/r.h"), '#if __INCLUDE_LEVEL__ < 40\n#include "r.h"\n#include "r.h"\n#endif\nstatic const int kerncap_r_line = __LINE__;\n');
+    const src = join(dir, "src/saxpy.cu");
+    writeFileSync(src, `#include "r.h"\n${readFileSync(src, "utf8")}`);
+    const t0 = performance.now();
+    const r = Bun.spawnSync([process.execPath, MAIN, "validate", dir, "--build-only", "--json"], {
+      env: { ...env, KERNCAP_BUILD_TIMEOUT: "3" },
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 90_000,
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    expect(r.exitCode, r.stderr.toString()).toBe(2);
+    expect(JSON.parse(r.stdout.toString()).error.message).toContain("timed out after 3 s");
+    expect(seconds).toBeLessThan(30);
+    // no preprocessor of it left running, and what the pruned build wrote stayed small
+    expect(
+      Bun.spawnSync(["pgrep", "-f", join(dir, "src")])
+        .stdout.toString()
+        .trim(),
+    ).toBe("");
+    const full = join(dir, "build/pruned/full.cpp1.ii");
+    if (existsSync(full)) expect(statSync(full).size).toBeLessThan(1 << 30);
+  }, 120_000);
 
   test("validate --json without a GPU: E_NO_GPU's details.rebuild is --build-only's rebuild, nvcc and all (nu10 #10)", () => {
     const { dir, env } = demo();

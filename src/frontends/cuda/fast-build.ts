@@ -21,7 +21,7 @@ import { dirname, join, resolve } from "node:path";
 import { parseElf } from "../../codeobj/elf.ts";
 import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
 import { isPlainPath } from "../../util/shell-quote.ts";
-import { BuildSuperseded, FastBuildUnavailable, runBuildCommand } from "../build.ts";
+import { BuildSuperseded, buildTimeout, FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import { DevicePruner, type PruneState } from "./prune/cache.ts";
 import { loadPruneState, PRUNE_STATE_FILE, savePruneState } from "./prune/persist.ts";
 import type { PruneResult } from "./prune/policy.ts";
@@ -167,9 +167,22 @@ const BASE_SOURCES = "base-sources.json";
 /** Which headers of the TU have `#pragma once` (by path, size, mtime: ./incremental-pp.ts pragmaOnceKnown), for the next process's incremental preprocessing. */
 const ONCE_FILE = "pragma-once.json";
 
-/** One step in its own process group (a stop signal: E_INTERRUPTED, not a reason to run build.sh). */
-const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) =>
-  runBuildCommand(["bash", "-c", script], cwd, env, signal);
+/**
+ * The largest file a step may write (KiB; ulimit -f): 1 GiB, where a real TU's preprocessed text is a
+ * few MB (ggml's mmq: 4.4 MB). A header that includes itself twice per level made gcc -E write 900 MB
+ * in a minute, unbounded (adversary 29): past it the step fails (SIGXFSZ) and build.sh's outcome stands.
+ */
+const STEP_FILE_KIB = 1 << 20;
+
+/**
+ * One step in its own process group (a stop signal: E_INTERRUPTED, not a reason to run build.sh),
+ * under STEP_FILE_KIB and KERNCAP_BUILD_TIMEOUT's wall-clock limit where it is set (build.sh's own).
+ */
+const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) => {
+  const limit = buildTimeout(false); // kerncap's own environment, where the user sets it
+  const bounded = `ulimit -f ${STEP_FILE_KIB}\n${script}`;
+  return runBuildCommand(limit ? ["timeout", "-k", "5", String(limit.seconds), "bash", "-c", bounded] : ["bash", "-c", bounded], cwd, env, signal);
+};
 
 /** The texts of the reproducer's sources under `src` (absolute path → text; dot entries and files over 8 MiB left out). */
 function readSources(srcArg: string): Map<string, string> {
