@@ -281,6 +281,12 @@ describe("scheduling", () => {
     const shared = await quiet(() => runEval(options([cap], files, { open: w.open, jsonl, resume: true })).catch((e) => e));
     expect(shared.value).toMatchObject({ code: "E_UNSAFE_PATH" });
     expect(shared.value.message).toContain("can be written by others (mode 666): eval --resume would take its records as judged");
+    // nor appended to (adversary 29: a world-writable file another user planted at the name got the records)
+    const before = readFileSync(jsonl, "utf8");
+    const appended = await quiet(() => runEval(options([cap], files, { open: w.open, jsonl })).catch((e) => e));
+    expect(appended.value).toMatchObject({ code: "E_UNSAFE_PATH" });
+    expect(appended.value.message).toContain("can be written by others (mode 666): its owner could read and change the records this eval appends");
+    expect(readFileSync(jsonl, "utf8")).toBe(before);
     chmodSync(jsonl, 0o644);
     for (const l of lines) {
       expect(l.schema).toBe(documentId("eval-record"));
