@@ -83,8 +83,20 @@ class Export:
         self.chunk = self.doc["chunkBytes"]
         self.regions = self.doc["regions"]
 
+    def path(self, rel):
+        """The file `rel` (a path kerncap-export.json names) inside the export: relative, no `..`, no
+        link on the way out of the folder; anything else raises Damaged (a crafted or damaged
+        kerncap-export.json), never opened."""
+        if not isinstance(rel, str) or not rel or os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
+            raise Damaged(f"kerncap-export.json names {shown(rel)}, which is no file inside the export")
+        root = os.path.realpath(self.root)
+        full = os.path.realpath(os.path.join(root, rel))
+        if os.path.commonpath([root, full]) != root:
+            raise Damaged(f"kerncap-export.json names {shown(rel)}, which leads out of the export")
+        return full
+
     def _read(self, rel, offset, n):
-        with open(os.path.join(self.root, rel), "rb") as f:
+        with open(self.path(rel), "rb") as f:
             f.seek(offset)
             b = f.read(n)
         if len(b) != n:
@@ -99,11 +111,22 @@ class Export:
         digests = self.doc.get("dataDigests")
         if files is None or digests is None:
             raise Damaged("kerncap-export.json records no data checksums (dataFiles, dataDigests): export the capture again with this kerncap")
+        whole = lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0  # noqa: E731
+        if not isinstance(files, list) or not isinstance(digests, list) or not all(isinstance(f, dict) and whole(f.get("bytes")) for f in files):
+            raise Damaged("kerncap-export.json's dataFiles is not a list of {path, bytes} (a size a whole number of bytes)")
+        for rel in (self.doc.get("files") or {}).values():
+            if rel:
+                self.path(rel)  # every file the script reads lies inside the export
         by_file = {}
         for d in digests:
+            if not (isinstance(d, list) and len(d) == 4 and whole(d[0]) and d[0] < len(files) and whole(d[1]) and whole(d[2])
+                    and isinstance(d[3], str) and len(d[3]) == 16 and all(c in "0123456789abcdef" for c in d[3])):
+                raise Damaged(f"kerncap-export.json's dataDigests holds {shown(d)}, not [file, offset, length, 16 hex digits]")
+            if d[1] + d[2] > files[d[0]]["bytes"]:
+                raise Damaged(f"kerncap-export.json's dataDigests holds {shown(d)}, past the end of its file")
             by_file.setdefault(d[0], []).append(d)
         for i, f in enumerate(files):
-            path = os.path.join(self.root, f["path"])
+            path = self.path(f.get("path"))
             if not os.path.exists(path) and f["bytes"] == 0:
                 continue
             if os.path.islink(path) or not os.path.isfile(path):

@@ -24,6 +24,17 @@ import kcdata  # noqa: E402
 EXIT_ERROR, EXIT_DAMAGED = 2, 3
 
 
+def uncaught(kind, value, tb):
+    """Any error this script did not foresee is exit 2 (an error), never Python's 1, which is MISMATCH here."""
+    import traceback
+    traceback.print_exception(kind, value, tb)
+    sys.stderr.flush()
+    os._exit(EXIT_ERROR)
+
+
+sys.excepthook = uncaught
+
+
 def fail(message):
     print(f"error: {message}", file=sys.stderr)
     sys.exit(EXIT_ERROR)

@@ -925,6 +925,38 @@ print(" ".join(got)); print(" ".join(plain))
     const short = sh([PY!, join(out, "repro.py")]);
     expect(short.code).toBe(3);
     expect(short.err).toContain(`data/memory/after.bin: ${bytes.length - 1} bytes, the export recorded ${bytes.length} (truncated)`);
+    writeFileSync(after, bytes);
+    // a crafted kerncap-export.json (adversary 29: a negative offset or a non-hex digest ended in a traceback, exit 1,
+    // MISMATCH's status; a data file named ../../etc/hostname was opened): each refused as damaged, exit 3, nothing outside read
+    const docFile = join(out, EXPORT_FILE);
+    const original = readFileSync(docFile, "utf8");
+    const crafted = (edit: (d: any) => void) => {
+      const d = JSON.parse(original);
+      edit(d);
+      writeFileSync(docFile, JSON.stringify(d));
+      const r = sh([PY!, join(out, "repro.py")]);
+      writeFileSync(docFile, original);
+      return r;
+    };
+    for (const [edit, said] of [
+      [(d: any) => (d.dataFiles[0].path = "../../../../etc/hostname"), "which is no file inside the export"],
+      [(d: any) => (d.dataFiles[0].path = "/etc/hostname"), "which is no file inside the export"],
+      [(d: any) => (d.dataDigests[0][1] = -4), "not [file, offset, length, 16 hex digits]"],
+      [(d: any) => (d.dataDigests[0][3] = "zz"), "not [file, offset, length, 16 hex digits]"],
+      [(d: any) => (d.dataDigests[0][2] = 1e12), "past the end of its file"],
+      [(d: any) => (d.dataFiles[0].bytes = "many"), "dataFiles is not a list"],
+      [(d: any) => (d.files.before = "../../../../etc/passwd"), "which is no file inside the export"],
+    ] as const) {
+      const r = crafted(edit);
+      expect(r.code, r.err).toBe(3);
+      expect(r.err).toContain(said);
+      expect(r.err).not.toContain("Traceback");
+    }
+    // an error it did not foresee is exit 2 (an error), never 1 (MISMATCH)
+    writeFileSync(docFile, "{ not json");
+    const broken = sh([PY!, join(out, "repro.py")]);
+    writeFileSync(docFile, original);
+    expect(broken.code).toBe(2);
   });
 
   test("a captured VA in the before state is reported, by the export and by the script", async () => {
