@@ -195,8 +195,8 @@ export const Manifest = v.object({
   hsa: v.optional(v.nullable(v.record(v.string(), v.unknown()))),
   /** The capturing process (absent from captures made before it was recorded). */
   process: v.optional(ProcessIdentity),
-  /** The host that made the capture (os.hostname(), /etc/machine-id or null): another one's capture is received (src/format/received.ts). Absent before it was recorded. */
-  host: v.optional(v.object({ name: v.string(), machineId: v.nullable(v.string()) })),
+  /** The host that made the capture (os.hostname(), /etc/machine-id or null) and the user (effective uid; absent in captures made before it was recorded): another host's or another user's capture is received (src/format/received.ts). Absent before it was recorded. */
+  host: v.optional(v.object({ name: v.string(), machineId: v.nullable(v.string()), uid: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))) })),
   /** Frontend-specific source information (CUDA source location, Triton JIT metadata). */
   source: v.optional(v.record(v.string(), v.unknown())),
   /**

@@ -356,7 +356,7 @@ export function changed(dir: string, rel: string): KerncapError {
     dir,
     rel,
     "changed while kerncap was reading it (replaced, or a folder on its way swapped for a link)",
-    "Another process is changing the folder: if other users can write it, work on a copy only you can write (cp -r); otherwise try again when nothing writes to it.",
+    "Another process is changing the folder: if other users can write it, work on a copy only you can write (kerncap pack it, then kerncap unpack the archive where only you write); otherwise try again when nothing writes to it.",
   );
 }
 

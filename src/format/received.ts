@@ -28,18 +28,21 @@ export { RECEIVED_MARK };
  * else /var/lib/dbus/machine-id, else an id kerncap made once for this user on this machine
  * (32 random hex digits in the user's own state folder, `machine-id`: containers often have no
  * machine-id, and without one no capture of theirs would count as made here); null where none of
- * them can be had (no state folder of the user's own).
+ * them can be had (no state folder of the user's own); and the effective uid of the user who made it.
  */
-export function hostIdentity(): { name: string; machineId: string | null } {
+export function hostIdentity(): { name: string; machineId: string | null; uid?: number } {
+  // the user who made it (effective uid): a copy of another user's capture (cp -r) is no capture made here by you
+  const uid = process.geteuid?.();
+  const who = uid === undefined ? {} : { uid };
   for (const f of ["/etc/machine-id", "/var/lib/dbus/machine-id"]) {
     try {
       const id = readFileSync(f, "utf8").trim();
-      if (/^[0-9a-f]{32}$/.test(id)) return { name: hostname(), machineId: id };
+      if (/^[0-9a-f]{32}$/.test(id)) return { name: hostname(), machineId: id, ...who };
     } catch {
       /* the next one */
     }
   }
-  return { name: hostname(), machineId: kerncapMachineId() };
+  return { name: hostname(), machineId: kerncapMachineId(), ...who };
 }
 
 /** The id kerncap keeps for this user on a machine without machine-id (hostIdentity), made on first use; null without a state folder of the user's own. */
@@ -262,7 +265,7 @@ function receivedAncestor(dir: string): string | undefined {
  * process's process.hostname), a pid or a user name is easy to know and never enough; a machine with
  * no machine-id counts every capture as received. `here`: this machine (hostIdentity()).
  */
-export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name: string; machineId: string | null } = hostIdentity()): string | undefined {
+export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name: string; machineId: string | null; uid?: number } = hostIdentity()): string | undefined {
   if (!here.machineId)
     return "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here";
   if (!m.host)
@@ -271,6 +274,9 @@ export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name:
       : "its manifest records no host";
   if (!m.host.machineId) return `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`;
   if (m.host.machineId !== here.machineId) return `its manifest says host ${JSON.stringify(m.host.name)} made it, under another machine-id than this machine's`; // neither id printed: the id is what makes a capture local
+  // another user of this machine made it: a copy of theirs (cp -r keeps the manifest, and makes every file yours) is theirs (trial 11)
+  if (typeof m.host.uid === "number" && here.uid !== undefined && m.host.uid !== here.uid)
+    return `its manifest says another user of this machine (uid ${m.host.uid}) made it: a copy of their capture`;
   return undefined;
 }
 

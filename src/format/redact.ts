@@ -4,7 +4,7 @@
  * into its archive). A vendor or a colleague replays the kernel without any of them:
  *
  *   command                       the application's command line (argv)
- *   host.name, host.machineId     the host name; the machine id (removed by every pack and export)
+ *   host.name, host.machineId     the host name; the machine id (removed by every pack and export); host.uid, the user's id
  *   process.hostname, cmdline     the capturing process's host name and command line
  *   process.jobEnv                the launcher's variables (SLURM_*, OMPI_*, PMI_*: SLURM_JOB_USER,
  *                                 SLURM_SUBMIT_DIR, the account …), all but the rank and size ones
@@ -90,7 +90,8 @@ export function redactManifest(json: unknown): { json: Json; removed: Replacemen
   const host = obj(m.host);
   if (host) {
     take(host.name);
-    m.host = { ...host, name: REDACTED, machineId: null };
+    const { uid: _uid, ...kept } = host;
+    m.host = { ...kept, name: REDACTED, machineId: null };
   }
   const p = obj(m.process);
   if (p) {

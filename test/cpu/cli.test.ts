@@ -335,7 +335,9 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(p.exitCode, p.stderr.toString()).toBe(2);
       expect(doc.error).toMatchObject({ code: "E_IO" });
       expect(doc.error.message).toBe(`${dir} is not writable: a rebuild writes its outputs into the capture folder (build/)`);
-      expect(doc.error.hint).toContain("cp -r");
+      // a copy that stays received (pack and unpack), never cp -r: a copy of another user's capture would run their build.sh untrusted (trial 11)
+      expect(doc.error.hint).toContain(`kerncap pack ${dir} -o ~/caps/copy.zip && kerncap unpack ~/caps/copy.zip -o ~/caps/copy`);
+      expect(doc.error.hint).not.toContain("cp -r");
       expect(existsSync(join(dir, "built"))).toBe(false); // build.sh never ran
     });
     test("a build.sh whose compiler is missing (exit 127): the hint names the toolchain, not an edit", async () => {

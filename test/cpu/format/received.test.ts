@@ -14,12 +14,26 @@ test("an unpacked manifest carries no machine id (a hand-made archive naming thi
   m.host = hostIdentity(); // the sender wrote this machine's id by hand
   writeFileSync(p, JSON.stringify(m));
   markReceived(dir, "sent.zip");
-  expect(JSON.parse(readFileSync(p, "utf8")).host).toEqual({ name: m.host.name, machineId: null });
+  expect(JSON.parse(readFileSync(p, "utf8")).host).toMatchObject({ name: m.host.name, machineId: null });
   // the folder copied without the mark: still received (no machine id is this machine's)
   const copy = join(tempDir(), "copy");
   await makeCapture(copy);
   writeFileSync(join(copy, "kerncap.json"), readFileSync(p));
   expect(receivedBecause(copy, readManifest(copy))).toBeDefined();
+});
+
+test("a capture another user of this machine made (its manifest's host.uid) is received, its copy too (cp -r makes every file yours); one you made is not; an older manifest without uid is as before (trial 11)", async () => {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  const p = join(dir, "kerncap.json");
+  const mine = JSON.parse(readFileSync(p, "utf8"));
+  expect(mine.host.uid).toBe(process.geteuid!()); // the capture records who made it
+  expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
+  writeFileSync(p, JSON.stringify({ ...mine, host: { ...mine.host, uid: process.geteuid!() + 4242 } }));
+  expect(receivedBecause(dir, readManifest(dir))).toBe(`its manifest says another user of this machine (uid ${process.geteuid!() + 4242}) made it: a copy of their capture`);
+  const { uid: _, ...older } = mine.host;
+  writeFileSync(p, JSON.stringify({ ...mine, host: older }));
+  expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
 });
 
 test("withoutOthersWrite: a project's 0664/0777 sources copied into a capture lose their group and other write bits (else the capture counts as received), links untouched (trial 20)", async () => {
