@@ -39,7 +39,7 @@ import { escapedForMessage } from "../format/archive-common.ts";
 import { CANDIDATE_MAX_BYTES, digestOf, readCandidateFile, readGiven, readTree, treeFiles } from "./candidate-files.ts";
 import { log } from "../log.ts";
 import { readManifest } from "../format/capture-dir.ts";
-import { isCaptureTemp } from "../format/paths.ts";
+import { isCaptureTemp, readInputFile } from "../format/paths.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { applyPatch, patchModeProblem } from "./patch-apply.ts";
 
@@ -103,8 +103,11 @@ function listProblem(parsed: unknown, first: v.BaseIssue<unknown>): string {
  */
 export function listedCandidates(file: string): Candidate[] {
   let parsed: unknown;
+  // a regular file of at most 64 MiB, no link followed, never blocking (adversary 29: a FIFO hung the eval, a link to
+  // /dev/zero grew to 10 GB): readInputFile's rules, as for a results file
+  const text = readInputFile(file, "--candidate-list file", "E_USAGE");
   try {
-    parsed = JSON.parse(readFileSync(file, "utf8"));
+    parsed = JSON.parse(text);
   } catch (e) {
     throw new KerncapError("E_USAGE", `--candidate-list ${file}: ${(e as Error).message}`, {
       hint: 'Give a JSON file {"candidates": [{"label": "v1", "spec": "v1.patch"}, …]}.',

@@ -1285,3 +1285,23 @@ test("--require-gpu: no usable GPU here ends the eval at once, E_NO_GPU, before 
   expect(TOOLS.evaluate.argv({ dir: "cap", candidates: [{ name: "a", patch: "x" }], requireGpu: true })).toContain("--require-gpu");
   expect(TOOLS.evaluate.argv({ dir: "cap", candidates: [{ name: "a", patch: "x" }] })).not.toContain("--require-gpu");
 });
+
+test("--candidate-list: a FIFO, a link (to /dev/zero, to a file elsewhere) or a device is refused at once, naming it, never read (adversary 29: a FIFO hung eval, a link to /dev/zero grew to 10 GB)", async () => {
+  const d = tempDir();
+  const fifo = join(d, "list.fifo");
+  expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
+  const zero = join(d, "zero.json");
+  symlinkSync("/dev/zero", zero);
+  const secret = join(d, "secret.txt");
+  writeFileSync(secret, "TOPSECRET words\n");
+  const link = join(d, "link.json");
+  symlinkSync(secret, link);
+  for (const f of [fifo, zero, link, "/dev/null"]) {
+    const t0 = performance.now();
+    const e = await thrownBy(() => listedCandidates(f));
+    expect(e?.code, f).toBe("E_USAGE");
+    expect(e?.message).toContain(f);
+    expect(e?.message).not.toContain("TOPSECRET");
+    expect(performance.now() - t0).toBeLessThan(2000);
+  }
+});
