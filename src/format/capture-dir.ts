@@ -1,7 +1,7 @@
 /**
  * Reading and checking a capture folder: the manifest, the per-file checksums, the memory images.
  */
-import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks } from "./chunks.ts";
 import { readCaptureSet } from "./capture-set.ts";
@@ -195,8 +195,10 @@ export function readManifest(dir: string): Manifest {
 /** True when the file begins with a zip local-file header (PK\3\4), as `kerncap pack` writes. */
 export function startsWithZipSignature(path: string): boolean {
   try {
-    const fd = openSync(path, "r");
+    // never blocking, and only a regular file is asked (adversary 29: a FIFO named cap.zip hung inspect, replay, pack …)
+    const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
+      if (!fstatSync(fd).isFile()) return false;
       const b = new Uint8Array(4);
       return readSync(fd, b, 0, 4, 0) === 4 && b[0] === 0x50 && b[1] === 0x4b && b[2] === 3 && b[3] === 4;
     } finally {
