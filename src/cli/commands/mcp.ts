@@ -12,6 +12,7 @@ import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
 import { MCP_DEFAULT_JOBS } from "../../mcp/children.ts";
 import { oneLine, printable } from "../format.ts";
 import { assertRootFolders } from "../../mcp/roots.ts";
+import { escapeForTerminal } from "../../escape.ts";
 
 /** The real path of `p`, or `p` when it cannot be resolved. */
 function realOr(p: string): string {
@@ -78,6 +79,13 @@ export default defineCommand({
         },
       );
     if (args["print-config"] !== undefined) {
+      // the snippet is pasted into a shell or a client's file as it is: a folder or a kerncap path holding a control,
+      // bidi or line-separator character would reach both raw (adversary 29); such a name is refused, never printed
+      const odd = [...served, ...selfCommand()].find((p) => escapeForTerminal(p, { oneLine: true }) !== p);
+      if (odd !== undefined)
+        throw new KerncapError("E_USAGE", `${printable(odd)} holds a control, bidi or line-separator character: no configuration is printed with it`, {
+          hint: "Rename the folder (or give another --root), then print the configuration again.",
+        });
       const c = clientConfig(String(args["print-config"]), selfCommand(), served);
       process.stdout.write(c.snippet);
       log.info(c.where);

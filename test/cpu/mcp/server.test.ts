@@ -264,6 +264,14 @@ describe("kerncap mcp", () => {
     const bad = cfg("emacs");
     expect(bad.exitCode).toBe(2);
     expect(bad.stderr.toString()).toContain("claude-code, claude-desktop, cursor, vscode, codex");
+    // a root named with ESC, a bidi override, C1: no configuration printed with it (adversary 29: pasted raw into a shell or a client's file)
+    const odd = join(here, "caps\x1b]0;x\x07\u202e\u009b");
+    mkdirSync(odd);
+    const r = cfg("claude-code", "--root", odd);
+    expect(r.exitCode).toBe(2);
+    expect(r.stdout.toString()).toBe("");
+    expect(r.stderr.toString()).toContain("holds a control, bidi or line-separator character");
+    expect(r.stderr.toString()).not.toMatch(/[\x1b\x9b\u202e]/);
   });
 
   test("inspect returns the verb's document; replay and validate their error documents without a GPU/build", async () => {
