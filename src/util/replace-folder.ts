@@ -7,12 +7,12 @@
  * (./write-file.ts makePrivateTemp); only there, where no one else can reach it, is it judged and,
  * when it may go, removed through the holder's fd.
  */
-import { closeSync, lstatSync, renameSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, constants, fstatSync, lstatSync, openSync, renameSync, statSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { tempFor } from "../leftovers.ts";
 import { log } from "../log.ts";
-import { makePrivateTemp } from "./write-file.ts";
+import { fdPath, makePrivateTemp } from "./write-file.ts";
 
 /**
  * Replace the folder at `dest` by what `place(dest)` puts there (a rename of the new folder).
@@ -28,12 +28,29 @@ export function replaceFolder(
   dest: string,
   o: { refuse: (old: string) => string | undefined; before?: (old: string) => void; place: (dest: string) => void },
 ): void {
-  const holder = makePrivateTemp(tempFor(dest));
+  // the parent pinned: the holder is made, and the folder moved out, in the folder that held `dest` when this began;
+  // the new one is placed only while the parent's name still leads there (a parent swapped for a link to another
+  // folder of the user's between the move and the placement would otherwise have that folder's entry removed)
+  const parentFd = openSync(dirname(dest), constants.O_RDONLY | constants.O_DIRECTORY);
+  const parent = fstatSync(parentFd, { bigint: true });
+  const pinned = (name: string) => fdPath(parentFd, name);
+  const stillThere = () => {
+    const now = statSync(dirname(dest), { bigint: true, throwIfNoEntry: false });
+    return now !== undefined && now.dev === parent.dev && now.ino === parent.ino;
+  };
+  let holder: ReturnType<typeof makePrivateTemp>;
+  try {
+    holder = makePrivateTemp(pinned(basename(tempFor(dest))));
+  } catch (e) {
+    closeSync(parentFd);
+    throw e;
+  }
   const old = join(holder.at, "old");
+  const back = () => renameSync(old, pinned(basename(dest)));
   let moved = false;
   try {
     try {
-      renameSync(dest, old);
+      renameSync(pinned(basename(dest)), old);
       moved = true;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw holder.unfd(e);
@@ -42,7 +59,7 @@ export function replaceFolder(
       const st = lstatSync(old);
       const why = st.isDirectory() ? o.refuse(old) : "it is no folder";
       if (why) {
-        renameSync(old, dest);
+        back();
         moved = false;
         throw new KerncapError(
           "E_UNSAFE_PATH",
@@ -54,27 +71,34 @@ export function replaceFolder(
       }
       o.before?.(old);
     }
+    if (!stillThere())
+      throw new KerncapError("E_UNSAFE_PATH", `${dest}: its parent folder was replaced while kerncap ran; nothing was placed or removed`, {
+        hint: "Another user can rename entries above it: write into a folder only you can write (or a sticky one such as /tmp), then move it.",
+      });
     try {
       o.place(dest);
     } catch (e) {
-      if (moved) renameSync(old, dest);
+      if (moved) back();
       moved = false;
       throw e;
     }
   } catch (e) {
     if (moved) {
       try {
-        renameSync(old, dest);
+        back();
         moved = false;
       } catch {
         // `dest` taken meanwhile: the old folder stays in the holder (0700), kept and named, never removed
         closeSync(holder.fd);
-        log.warn(`${dest}: the folder that was there is kept in ${holder.path}/old (its name was taken meanwhile)`);
+        closeSync(parentFd);
+        log.warn(`${dest}: the folder that was there is kept in ${join(dirname(dest), basename(holder.path))}/old (its name was taken meanwhile)`);
         throw e;
       }
     }
     holder.dispose();
+    closeSync(parentFd);
     throw e;
   }
   holder.dispose(); // the old folder, through the fd: never by a name another user may swap
+  closeSync(parentFd);
 }

@@ -6,7 +6,7 @@
  * replacement, as a racing attacker's rename would.
  */
 import { expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isKerncapError } from "../../../src/errors.ts";
 import { replaceableKind } from "../../../src/format/capture-dir.ts";
@@ -72,4 +72,33 @@ test("a placement that fails puts the old folder back", async () => {
   ).toThrow("rename failed");
   expect(existsSync(join(t.cap, "kerncap.json"))).toBe(true);
   expect(readdirSync(t.parent).sort()).toEqual(["cap", "fresh", "notes"]);
+});
+
+test("the parent swapped for a link to another folder of the user's between the move and the placement: E_UNSAFE_PATH, the old folder back where it was, nothing of the other folder removed", async () => {
+  const root = tempDir();
+  const t = await team();
+  // another folder of the user's, holding a capture of the same name (what the attacker's link would point at)
+  const elsewhere = join(root, "elsewhere");
+  mkdirSync(elsewhere);
+  await makeCapture(join(elsewhere, "cap"));
+  const moved = join(root, "team-moved");
+  let e: unknown;
+  try {
+    replaceFolder(t.cap, {
+      refuse,
+      // the swap, as a racing attacker's: after kerncap moved the old folder out, the parent's name leads elsewhere
+      before: () => {
+        renameSync(t.parent, moved);
+        symlinkSync(elsewhere, t.parent);
+      },
+      place: (d) => renameSync(t.fresh, d),
+    });
+  } catch (x) {
+    e = x;
+  }
+  expect(isKerncapError(e) && e.code).toBe("E_UNSAFE_PATH");
+  expect((e as Error).message).toContain("its parent folder was replaced while kerncap ran");
+  expect(existsSync(join(elsewhere, "cap/kerncap.json"))).toBe(true); // the other capture untouched
+  expect(existsSync(join(moved, "cap/kerncap.json"))).toBe(true); // the old folder back in its own parent
+  expect(readdirSync(moved).sort()).toEqual(["cap", "fresh", "notes"]);
 });
