@@ -287,7 +287,7 @@ function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: Posix
   const shared = sharedParentRisk(out);
   if (shared)
     throw new KerncapError("E_UNSAFE_PATH", `--out ${out}: ${shared}, so another user could swap the folder the capture is written into`, {
-      hint: "Capture into a folder only you can write (or a sticky one like /tmp), then move it.",
+      hint: "Capture into a folder only you can write (or a sticky one like /tmp), then move it. A team folder others write should be sticky (chmod +t DIR; mode 3770 with the group's setgid): then no one renames another's entries, and captures there count as their makers'.",
     });
   const writer = liveTempWriter(out);
   if (writer !== undefined) {

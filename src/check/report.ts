@@ -161,7 +161,9 @@ export function errorSummary(records: CheckRecord[], how: "run" | "merge"): { li
       case "E_CHECKSUM":
         return `${what}: the capture${ids.length > 1 ? "s are" : " is"} damaged (a file missing, cut or altered); capture ${it} again or restore ${it} from a copy, then ${resume("--resume", it)}`;
       case "E_UNTRUSTED":
-        return `${what}: received, so --rebuild did not run ${ids.length > 1 ? "their" : "its"} build.sh; read it, and if you trust ${it}, ${resume("--trust --resume", it)}`;
+        // plain --trust is refused where the capture is another user's, in a folder others can write, or its build.sh is not kerncap's
+        // (trial 11: the hint sent the user round in a loop); a digest the user read is what works there, and it is recorded
+        return `${what}: received, so --rebuild did not run ${ids.length > 1 ? "their" : "its"} build.sh; read it (its record's reason names the files), and if you trust ${it}, ${resume("--trust --resume", it)}, or, where plain --trust is not enough (another user's capture, a folder others write, a build.sh of its own), run kerncap validate DIR --trust=DIGEST on ${ids.length > 1 ? "each" : "it"} (recorded: check then builds ${it}) and ${resume("--resume", it)}`;
       default:
         return `${what}: ${Object.hasOwn(ERROR_CODES, code) ? ERROR_CODES[code as ErrorCode].hint : "the reason in the table says why"}`;
     }

@@ -303,7 +303,7 @@ function checkOutput(capDir: string, out: string, force: boolean): void {
   const shared = sharedParentRisk(out);
   if (shared)
     throw new KerncapError("E_UNSAFE_PATH", `-o ${out}: ${shared}, so another user could put a folder of theirs at its name before you build it`, {
-      hint: "Export into a folder only you can write (or a sticky one like /tmp), then move it.",
+      hint: "Export into a folder only you can write (or a sticky one like /tmp), then move it. A team folder others write should be sticky (chmod +t DIR; mode 3770 with the group's setgid): then no one renames another's entries, and captures there count as their makers'.",
     });
   const real = existsSync(out) ? realpathSync(out) : join(realpathSync(dirname(out)), out.split(sep).pop()!);
   const within = (a: string, b: string) => a === b || a.startsWith(b + sep);

@@ -324,7 +324,7 @@ function swappedTemp(tmp: string, dest: string, placedTheirs = false): KerncapEr
   }
   const what = placedTheirs ? `what lies at ${dest} now is theirs, not kerncap's output: remove it` : "nothing was placed";
   return new KerncapError("E_UNSAFE_PATH", `${dest}: someone replaced the folder kerncap was writing (${tmp}) while it was written; ${what}`, {
-    hint: `Another user can rename entries in its parent folder${parent}: write the output (-o/--out, demo's DIR) into a folder only you can write (or a sticky one such as /tmp), then move it.`,
+    hint: `Another user can rename entries in its parent folder${parent}: write the output (-o/--out, demo's DIR) into a folder only you can write (or a sticky one such as /tmp), then move it. A team folder others write should be sticky (chmod +t DIR; mode 3770 with the group's setgid): then no one renames another's entries, and captures there count as their makers'.`,
   });
 }
 

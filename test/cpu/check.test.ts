@@ -362,6 +362,9 @@ describe("the end of a check with errors", () => {
     expect(mixed.steps[0]).toEndWith("their shards' commands with --resume check them again");
     expect(mixed.steps[1]).toBe(`E_BUILD (1: b): ${ERROR_CODES.E_BUILD.hint}`);
     expect(mixed.steps[2]).toContain("if you trust it, its shard's command with --trust --resume checks it again");
+    expect(mixed.steps[2]).toContain(
+      "where plain --trust is not enough (another user's capture, a folder others write, a build.sh of its own), run kerncap validate DIR --trust=DIGEST",
+    ); // trial 11: the hint looped
     expect(mixed.steps[3]).not.toContain("\u001b"); // a code from someone's results file, escaped
   });
   test("the verb: the error line by code and one next step per code, on stderr", async () => {
