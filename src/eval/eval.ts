@@ -328,7 +328,10 @@ function openResults(
   // read back (--resume) or appended to: a file another user owns or may write is refused either way (adversary 29: an
   // attacker's world-writable file planted at the name got the victim's records, to read and change at will)
   if (o.jsonl)
-    refuseSharedRecords(resolve(o.jsonl), o.resume ? "eval --resume would take its records as judged" : "its owner could read and change the records this eval appends");
+    refuseSharedRecords(
+      resolve(o.jsonl),
+      o.resume ? "eval --resume would take its records as judged" : "its owner could read and change the records this eval appends",
+    );
   // appended to (nu7 #2: a former run's file was moved to FILE.previous, and a third run's lost the first's records): its earlier records stay, said
   const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume }) : undefined;
   if (opened?.earlier && !o.resume)

@@ -265,7 +265,10 @@ function receivedAncestor(dir: string): string | undefined {
  * process's process.hostname), a pid or a user name is easy to know and never enough; a machine with
  * no machine-id counts every capture as received. `here`: this machine (hostIdentity()).
  */
-export function notMadeHere(m: Pick<Manifest, "host" | "process">, here: { name: string; machineId: string | null; uid?: number } = hostIdentity()): string | undefined {
+export function notMadeHere(
+  m: Pick<Manifest, "host" | "process">,
+  here: { name: string; machineId: string | null; uid?: number } = hostIdentity(),
+): string | undefined {
   if (!here.machineId)
     return "this machine has no machine-id (/etc/machine-id) and kerncap keeps none for you (no state folder of your own), so no capture counts as made here";
   if (!m.host)

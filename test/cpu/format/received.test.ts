@@ -30,7 +30,9 @@ test("a capture another user of this machine made (its manifest's host.uid) is r
   expect(mine.host.uid).toBe(process.geteuid!()); // the capture records who made it
   expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
   writeFileSync(p, JSON.stringify({ ...mine, host: { ...mine.host, uid: process.geteuid!() + 4242 } }));
-  expect(receivedBecause(dir, readManifest(dir))).toBe(`its manifest says another user of this machine (uid ${process.geteuid!() + 4242}) made it: a copy of their capture`);
+  expect(receivedBecause(dir, readManifest(dir))).toBe(
+    `its manifest says another user of this machine (uid ${process.geteuid!() + 4242}) made it: a copy of their capture`,
+  );
   const { uid: _, ...older } = mine.host;
   writeFileSync(p, JSON.stringify({ ...mine, host: older }));
   expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
