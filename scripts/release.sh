@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The release artifacts, in dist/release/ (or $RELEASE_DIR):
 #   kerncap-VERSION-py3-none-manylinux_2_17_ARCH.manylinux2014_ARCH.whl  pip/uv/pipx install it: `kerncap` on PATH (scripts/build-wheel.py)
-#   kerncap-VERSION-linux-ARCH.tar.xz                 the executable, its man page and LICENSE, in a folder of that name
+#   kerncap-VERSION-linux-ARCH.tar.xz                 the executable, its man page, README.md, docs/*.md and LICENSE, in a folder of that name
 #   SHA256SUMS                                        `sha256sum -c SHA256SUMS` checks both
 # Builds dist/kerncap first (scripts/build.sh) unless KERNCAP_BINARY names an executable to ship.
 # Arguments go to scripts/build-wheel.py (--project-url LABEL=URL, beside package.json's URLs).
@@ -40,8 +40,12 @@ trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/$name"
 cp "$bin" "$stage/$name/kerncap"
 chmod 755 "$stage/$name/kerncap"
-cp docs/kerncap.1 LICENSE "$stage/$name/"
-chmod 644 "$stage/$name/kerncap.1" "$stage/$name/LICENSE"
+cp docs/kerncap.1 LICENSE README.md "$stage/$name/"
+# the docs the man page and the messages point at (docs/*.md), beside it: a release without a checkout has them too
+mkdir "$stage/$name/docs"
+cp docs/*.md "$stage/$name/docs/"
+chmod 644 "$stage/$name/kerncap.1" "$stage/$name/LICENSE" "$stage/$name/README.md" "$stage/$name/docs/"*.md
+chmod 755 "$stage/$name/docs"
 XZ_OPT="${XZ_OPT:--6 -T0}" tar -C "$stage" --owner=0 --group=0 --numeric-owner -cJf "$out/$name.tar.xz" "$name"
 (cd "$out" && sha256sum -- *.whl *.tar.xz > SHA256SUMS)
 echo "release: $out"

@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { discardTemp, openTempBeside } from "./util/write-file.ts";
 import { selfCommand, selfEnv } from "./util/self-exec.ts";
 import { join } from "node:path";
+import { tmpdir } from "node:os";
 import { findCupti } from "./native/libcupti-search.ts";
 import { privateFolderRisk, fallbackCacheDir, preferredCacheDir, privateTempFolder } from "./cache.ts";
 import type { Env } from "./env.ts";
@@ -193,6 +194,22 @@ function probeWritable(dir: string): void {
  * naming the folder and the fix; else its $TMPDIR/kerncap-cache-<uid> fallback written to: warn;
  * neither: fail.
  */
+/**
+ * TMPDIR: where a build's private copy, check's and eval's folders are made (src/cache.ts
+ * privateTempFolder). One made and removed here: E_TMPDIR (another user's folder, one others can
+ * write and not sticky, none writable) is this check's fail, with privateTempFolder's own words.
+ */
+export function checkTmpdir(): Check {
+  try {
+    const dir = privateTempFolder("kerncap-doctor-");
+    rmSync(dir, { recursive: true, force: true });
+    return { id: "tmpdir", status: "ok", detail: `${tmpdir()}: a private folder can be made there (a build's copy, check's and eval's folders)` };
+  } catch (e) {
+    if (!isKerncapError(e)) throw e;
+    return { id: "tmpdir", status: "fail", detail: e.message, fix: e.hint ?? "Set TMPDIR to a writable folder of your own." };
+  }
+}
+
 export function checkCache(env: Env = process.env): Check {
   let pref: ReturnType<typeof preferredCacheDir>;
   try {
@@ -439,6 +456,7 @@ export async function runDoctor(o: DoctorOptions = {}): Promise<DoctorReport> {
   checks.push(checkNcu(env));
   checks.push(...frontends().flatMap((f) => f.doctor?.(env) ?? [])); // each frontend's toolchain (Triton: python3, triton, torch)
   checks.push(checkCache(env));
+  checks.push(checkTmpdir()); // every build and eval makes its private folders there (trial 11: doctor said ok, every build failed E_TMPDIR)
   checks.push(checkAslr());
   checks.push(checkConfinedBuild());
   if (gpu.status === "ok") {

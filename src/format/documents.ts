@@ -128,7 +128,7 @@ const Integrity = v.object({
 const Bytes3 = v.object({ files: U, data: U, archive: U });
 
 const DoctorCheck = v.object({
-  /** Stable id, e.g. "libcuda", "cupti", "nvcc", "cache", "aslr", "va-reservation", "capture-replay". */
+  /** Stable id, e.g. "libcuda", "cupti", "nvcc", "cache", "tmpdir", "aslr", "va-reservation", "capture-replay". */
   id: v.string(),
   status: v.picklist(["ok", "warn", "fail", "skip"]),
   /** What was found (a version, a path). */

@@ -126,7 +126,24 @@ describe("kerncap doctor", () => {
     expect(WITHOUT_GPU).toStartWith("kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack, export, judge, schema");
     expect(by["va-reservation"].status).toBe("skip");
     expect(by["capture-replay"].status).toBe("skip");
-    for (const id of ["cupti", "nvcc", "ncu", "python", "cache", "aslr", "confined-build"]) expect(by[id], id).toBeDefined();
+    for (const id of ["cupti", "nvcc", "ncu", "python", "cache", "tmpdir", "aslr", "confined-build"]) expect(by[id], id).toBeDefined();
+  });
+  test("tmpdir: ok where a private folder can be made; a TMPDIR others can write (not sticky) fails with E_TMPDIR's words and fix (trial 11: doctor said ok, every build failed E_TMPDIR)", async () => {
+    const { checkTmpdir } = await import("../../src/doctor.ts");
+    expect(checkTmpdir().status).toBe("ok");
+    const shared = tempDir();
+    chmodSync(shared, 0o777);
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = shared;
+    try {
+      const c = checkTmpdir();
+      expect(c.status).toBe("fail");
+      expect(c.detail).toContain(`TMPDIR ${shared} is not safe`);
+      expect(c.fix).toContain("Set TMPDIR to a folder of your own");
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
   });
   test("doctor's fix and the E_NO_GPU hint give the one list of what works without a GPU", () => {
     expect(noDriverError([]).hint).toEndWith(`; ${WITHOUT_GPU}.`);

@@ -98,6 +98,9 @@ describe.skipIf(!!SKIP)("release artifacts", () => {
     expect(t.out).toMatch(new RegExp(`^-rwxr-xr-x 0/0 .* ${files[1]!.replace(".tar.xz", "")}/kerncap$`, "m"));
     expect(t.out).toMatch(new RegExp(`^-rw-r--r-- 0/0 .* ${files[1]!.replace(".tar.xz", "")}/kerncap\\.1$`, "m"));
     expect(t.out).toMatch(new RegExp(`^-rw-r--r-- 0/0 .* ${files[1]!.replace(".tar.xz", "")}/LICENSE$`, "m"));
+    // the docs the man page points at (trial 11: a release without a checkout had none)
+    expect(t.out).toMatch(new RegExp(`^-rw-r--r-- 0/0 .* ${files[1]!.replace(".tar.xz", "")}/docs/security\\.md$`, "m"));
+    expect(t.out).toMatch(new RegExp(`^-rw-r--r-- 0/0 .* ${files[1]!.replace(".tar.xz", "")}/README\\.md$`, "m"));
   }, 60_000);
 
   test("the wheel: the executable under .data/scripts, mode 755; RECORD lists every other file with its sha256 and size", () => {
