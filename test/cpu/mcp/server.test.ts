@@ -199,7 +199,7 @@ describe("kerncap mcp", () => {
     m.host = me;
     writeFileSync(p, JSON.stringify(m));
     const r = doc(await c.callTool({ name: "read_file", arguments: { dir, path: "kerncap.json" } }));
-    expect(JSON.parse(r.content).host).toEqual({ name: me.name, machineId: null });
+    expect(JSON.parse(r.content).host).toEqual({ name: me.name, machineId: null, uid: me.uid }); // the uid is no secret (who made it); the id is withheld
     expect(r.content).not.toContain(me.machineId!);
     writeFileSync(join(dir, "src/notes.cu"), `// made on ${me.machineId}\n`);
     const n = doc(await c.callTool({ name: "read_file", arguments: { dir, path: "src/notes.cu" } }));
