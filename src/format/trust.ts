@@ -191,10 +191,10 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   }
   approve();
   if (o.remember === false) {
-    log.info(`trusted ${name}'s build for this run only: ${names} (sha256 ${runs.digest}; not recorded)`);
+    log.info(`trusted ${name}'s build for this run only: ${names} (their one digest ${runs.digest}, as the refusal showed it; not recorded)`);
     return;
   }
-  log.info(`trusted ${key.dir}'s build: ${names} (sha256 ${runs.digest})`);
+  log.info(`trusted ${key.dir}'s build: ${names} (their one digest ${runs.digest}, as the refusal showed it)`);
   if (!state) {
     log.warn(`--trust: the state folder is not used (${stateFolderRisk() ?? "it is not yours alone or cannot be written"}): the trust is not remembered`);
     return;
