@@ -8,9 +8,10 @@ import { basename, join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import { pidAlive } from "../leftovers.ts";
 import { log } from "../log.ts";
-import { mkdirInCapture } from "../format/paths.ts";
+import { mkdirInCapture, readInCapture } from "../format/paths.ts";
+import type { EvalRecord } from "../format/eval-record.ts";
 import { notYours } from "../format/received.ts";
-import type { BuildOutcome } from "./build.ts";
+import type { BuildOutcome, BuiltModule } from "./build.ts";
 import type { Candidate } from "./candidates.ts";
 
 /** Where the private copies go, under the first input's capture folder. */
@@ -160,4 +161,29 @@ function keptModule(copy: string, b: Extract<BuildOutcome, { built: unknown }>, 
 /** A candidate's private copy's folder name under EVAL_WORK_DIR: 16 hex digits of its identity's SHA-256 (two candidates of one content under two names get two copies). */
 export function copyName(id: string): string {
   return new Bun.CryptoHasher("sha256").update(id).digest("hex").slice(0, 16);
+}
+
+/** The largest kept module `eval --resume` reads back (bytes). */
+const KEPT_MODULE_MAX_BYTES = 1 << 30;
+
+/**
+ * A candidate's module that an earlier eval built and kept in the candidate's copy `dest`
+ * (DIR/build/eval/<copyName>), as its record's `build` names it (module: the path inside the copy;
+ * moduleSha256): reused by `eval --resume` for a candidate whose runs were not made (built where
+ * there was no GPU, E_NO_GPU; a worker that died), so that building on a machine without a GPU and
+ * judging on one with it builds each candidate once. Only a regular file reached through no link
+ * whose SHA-256 is still the recorded one is reused.
+ * @returns the built module with the recorded build figures (seconds: the earlier build's), or
+ *   undefined where it is gone, changed or not a plain file (the candidate is built again)
+ */
+export function keptBuild(dest: string, prior: EvalRecord["build"]): BuiltModule | undefined {
+  if (!prior.module || !prior.moduleSha256) return undefined;
+  let bytes: Buffer | undefined;
+  try {
+    bytes = readInCapture(dest, prior.module, KEPT_MODULE_MAX_BYTES);
+  } catch {
+    return undefined; // a link, a path out of the copy, an unreadable file: built again
+  }
+  if (!bytes || new Bun.CryptoHasher("sha256").update(bytes).digest("hex") !== prior.moduleSha256) return undefined;
+  return { module: join(resolve(dest), prior.module), seconds: prior.seconds, registers: prior.registers, stackFrameBytes: prior.stackFrameBytes };
 }

@@ -24,16 +24,14 @@
 import { availableParallelism } from "node:os";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { isAbsolute, relative, resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { drainQueue, workerCommand, type OpenRunner } from "../check/pool.ts";
 import { workerArgv } from "../util/self-exec.ts";
-import { CheckProgress } from "../check/progress.ts";
 import { RecordLog } from "../check/results.ts";
-import { keyForWriting, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 import { evalSubjects, staleWhy } from "../format/subject.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { assertOutputPath } from "../format/archive-common.ts";
@@ -42,8 +40,8 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
-import { candidateFolders, type CandidateFolders } from "./copies.ts";
-import { BUILD_INPUT, EVAL_RECORDS, recordKey, recordLine, refuseSharedRecords, reportOf, type EvalReport } from "./report.ts";
+import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts";
+import { BUILD_INPUT, EVAL_RECORDS, recordKey, refuseSharedRecords, reportOf, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
 
 /** The watchdog's floor (s): no bound is shorter, however short the captured kernel. */
@@ -54,6 +52,7 @@ export const TIMEOUT_FACTOR = 100;
 export { copyName, EVAL_WORK_DIR } from "./copies.ts";
 
 import { resolveInputs, verifyInputs, type EvalInput } from "./inputs.ts";
+import { Recorder, type Pending } from "./recorder.ts";
 
 export { resolveInputs, verifyInputs, type EvalInput };
 
@@ -307,12 +306,6 @@ function checkedCandidates(o: EvalOptions, home: EvalInput): Candidate[] {
   return all;
 }
 
-/** What is left to evaluate: a candidate and the inputs it has no record of yet. */
-interface Pending {
-  c: Candidate;
-  inputs: EvalInput[];
-}
-
 /**
  * The results file (--jsonl) opened, and what is left to do: the records kept from an earlier run
  * (--resume: those of this shard's candidates and these inputs, but errors, which are tried
@@ -357,8 +350,15 @@ function openResults(
   const kept = ours.filter((r) => r.subject === subjects.get(r.input));
   const done = new Set(kept.map((r) => recordKey(r.candidate, r.input)));
   const builtFailed = new Set(kept.filter((r) => r.input === BUILD_INPUT).map((r) => r.candidate));
+  // a run not made (an error on an input: the build had ended) of this subject: its kept module is judged, not built again (a config's grid is not recorded)
+  const built = new Map(
+    keptAll
+      .filter((r) => r.verdict === "error" && r.input !== BUILD_INPUT && inputIds.has(r.input) && r.subject === subjects.get(r.input))
+      .filter((r) => r.kind !== "config" && r.copy && r.build.module && r.build.moduleSha256)
+      .map((r) => [r.candidate, r.build]),
+  );
   const pending = mine
-    .map((c) => ({ c, inputs: builtFailed.has(c.id) ? [] : inputs.filter((i) => !done.has(recordKey(c.id, i.id))) }))
+    .map((c) => ({ c, inputs: builtFailed.has(c.id) ? [] : inputs.filter((i) => !done.has(recordKey(c.id, i.id))), built: built.get(c.id) }))
     .filter((p) => p.inputs.length);
   // a stale record is said only where it is judged again (nu7 #13: an older record of this subject stood for it, nothing
   // was judged, and the line said "judged again"): its candidate on that input pending (a build's: the candidate), once each
@@ -373,80 +373,6 @@ function openResults(
   if (o.resume)
     log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
   return { results, kept, pending, subjects };
-}
-
-/** A candidate's build as its records carry it (EvalRecord.build): seconds, registers, stack frame bytes. */
-type BuiltFacts = EvalRecord["build"];
-
-/**
- * Where the records of this run go as they finish: the results file, `o.onRecord`, and the
- * progress line (a candidate counts as finished once every input of it has its record).
- */
-class Recorder {
-  readonly fresh: EvalRecord[] = [];
-  readonly progress: CheckProgress;
-  /** Each candidate's build, once it ended. */
-  readonly builds = new Map<string, BuiltFacts>();
-  /** Each candidate's kept private copy (EvalRecord.copy), once its build ended; null where none is kept. */
-  readonly copies = new Map<string, string | null>();
-  finished = 0;
-  /** Called once a candidate's last record is written (its kept module may go: candidateFolders' judged). */
-  onJudged?: (id: string) => void;
-  private readonly byId: Map<string, Candidate>;
-  private readonly left: Map<string, number>;
-
-  constructor(
-    private readonly o: EvalOptions,
-    mine: Candidate[],
-    private readonly pending: Pending[],
-    private readonly results: RecordLog<EvalRecord> | undefined,
-    /** The run's --shard ("K/N" or null) and each input's subject (openResults) that its records carry. */
-    private readonly run: { shard: string | null; subjects: Map<string, string> },
-  ) {
-    this.progress = new CheckProgress(pending.length, { live: o.live, write: (s) => void process.stderr.write(s) });
-    this.byId = new Map(mine.map((c) => [c.id, c]));
-    this.left = new Map(pending.map((p) => [p.c.id, p.inputs.length]));
-    this.key = !results && o.onRecord ? keyForWriting() : undefined;
-  }
-
-  /** The label a candidate is shown by (its id when unknown). */
-  label(id: string): string {
-    return this.byId.get(id)?.label ?? id;
-  }
-
-  /** The key of the records said on `o.onRecord` (--json) when there is no results file to write them (keyForWriting). */
-  private readonly key: ResultsKey | undefined;
-
-  /** Record `x` (its authenticator added where it leaves the process: the results file, `o.onRecord`). */
-  emit(x: EvalRecord): void {
-    const r = this.results ? this.results.append(x) : this.o.onRecord ? sealRecord(EVAL_RECORDS.schema, x, this.key) : x;
-    this.fresh.push(r);
-    this.o.onRecord?.(r);
-    const n = r.input === BUILD_INPUT ? 0 : (this.left.get(r.candidate) ?? 1) - 1;
-    this.left.set(r.candidate, n);
-    if (n === 0) {
-      this.finished++;
-      this.onJudged?.(r.candidate);
-    }
-    const w = String(this.pending.length).length;
-    this.progress.line(`[${String(this.finished).padStart(w)}/${this.pending.length}] ${recordLine(r)}`);
-  }
-
-  /** The record of an outcome: the candidate's label, kind and build, where it ran. */
-  recordOf(x: EvalOutcome, worker: number | null, gpu: string | null): EvalRecord {
-    const c = this.byId.get(x.candidate)!;
-    const b = this.builds.get(c.id) ?? { seconds: 0, registers: null, stackFrameBytes: null };
-    return {
-      ...x,
-      label: c.label,
-      kind: c.kind,
-      build: b,
-      copy: this.copies.get(c.id) ?? null,
-      worker,
-      gpu,
-      ...{ shard: this.run.shard, at: new Date().toISOString(), subject: this.run.subjects.get(x.input) },
-    };
-  }
 }
 
 /** The watchdog of this run's GPU workers: each input's bound (watchdogMs), and the outcome of a candidate killed past it. */
@@ -489,12 +415,20 @@ async function buildInto(
       o.buildWith ??
       ((dir: string, mm: Manifest, c: Candidate, dest: string) =>
         buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}) }));
-    const buildOne = async (c: Candidate, todo: EvalInput[]): Promise<void> => {
+    const buildOne = async (c: Candidate, todo: EvalInput[], prior?: EvalRecord["build"]): Promise<void> => {
       if (stopped()) return;
+      // --resume of a candidate whose runs were not made: the module its copy kept, where unchanged (built without a GPU, judged with one)
+      const again = prior && !folders.private && !c.refused ? keptBuild(folders.dest(c), prior) : undefined;
+      // (the digest is of the module the frontend's check passed when it was built)
+      if (again) {
+        log.info(`${rec.label(c.id)}: the module its earlier build kept is judged (${relative(resolve(home.dir), again.module)}, unchanged)`);
+      }
       // a candidate refused before eval (kerncap mcp's evaluate: a path no candidate may write …): its record, nothing of it written or built
-      const b: BuildOutcome = c.refused
-        ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
-        : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
+      const b: BuildOutcome = again
+        ? { built: again }
+        : c.refused
+          ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
+          : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
       if (stopped()) return;
       // the copy it was built in, where it is kept (DIR/build/eval/…: its build's log and module), for its records
       rec.copies.set(c.id, !folders.private && !c.refused && existsSync(folders.dest(c)) ? resolve(folders.dest(c)) : null);
@@ -523,19 +457,28 @@ async function buildInto(
       }
       // the module's digest: a harness tells candidates that built one kernel apart from those that did not (nu10 #15)
       const moduleSha256 = createHash("sha256").update(readFileSync(b.built.module)).digest("hex");
-      rec.builds.set(c.id, { seconds: b.built.seconds, registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes, moduleSha256 });
+      // where --resume finds it again (a copy kept for the user: DIR/build/eval/…)
+      const module = folders.private ? "" : relative(resolve(folders.dest(c)), resolve(b.built.module));
+      const inCopy = module && !module.startsWith("..") && !isAbsolute(module);
+      rec.builds.set(c.id, {
+        seconds: b.built.seconds,
+        registers: b.built.registers,
+        stackFrameBytes: b.built.stackFrameBytes,
+        moduleSha256,
+        ...(inCopy ? { module } : {}),
+      });
       for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
     };
     const jobs = Math.max(1, o.jobs ?? availableParallelism());
     await buildPool(
       pending,
       jobs,
-      async ({ c, inputs: todo }) => {
+      async ({ c, inputs: todo, built }) => {
         // a private folder: no build runs far ahead of the GPU workers, so the modules waiting to be judged stay few (about jobs + workers)
         const held = folders.private && !c.refused;
         if (held) await queue.reserve(jobs + o.slots.length);
         try {
-          await buildOne(c, todo);
+          await buildOne(c, todo, built);
         } finally {
           if (held) queue.unreserve();
         }

@@ -309,8 +309,10 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
   if (noGpu.length)
     parts.push(
       how === "merge"
-        ? `${plural(noGpu.length, "candidate")} ran where there was no GPU: run ${noGpu.length > 1 ? "their shards" : "its shard"} again with --resume on a machine with the capture's GPU`
-        : `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (run the eval on a machine with the capture's GPU)`,
+        ? `${plural(noGpu.length, "candidate")} ran where there was no GPU: run ${noGpu.length > 1 ? "their shards" : "its shard"} again with --resume on a machine with the capture's GPU (their kept builds are judged, not built again)`
+        : how === "jsonl"
+          ? `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (the same command with --resume on a machine with the capture's GPU judges their kept builds)`
+          : `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (run the eval on a machine with the capture's GPU)`,
     );
   if (rest) {
     const again =

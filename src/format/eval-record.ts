@@ -115,13 +115,17 @@ export const EvalRecord = v.object({
    * build, a module that is not a cubin). moduleSha256: the SHA-256 (hex) of the module the build
    * made, what the GPU loads: two candidates with one digest are one kernel (an edit of comments
    * or white space builds the module of the source it edited); absent where nothing was built and
-   * in records of kerncap before it (nu10 #15).
+   * in records of kerncap before it (nu10 #15). module: the module's path inside the candidate's
+   * kept copy (`copy`), where `eval --resume` finds it again to judge a candidate whose runs
+   * were not made (no GPU where it was built: its module reused when its SHA-256 is still
+   * moduleSha256, not built again); absent where no copy is kept.
    */
   build: v.object({
     seconds: N,
     registers: v.nullable(N),
     stackFrameBytes: v.nullable(N),
     moduleSha256: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
+    module: v.optional(v.string()),
   }),
   /**
    * The candidate's private copy (an absolute path, DIR/build/eval/<16 hex>), kept after the eval

@@ -666,6 +666,45 @@ describe("--resume, --shard, --merge", () => {
     expect(new Set(after.map((x) => x.candidate)).size).toBe(8);
   }, 40_000);
 
+  test("--resume judges the module an earlier eval built where there was no GPU (E_NO_GPU), not building it again; a kept module changed since is built again (trial 11)", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "a.cu": "match 1.2", "b.cu": "match 1.5", "c.cu": "compile-error" });
+    const jsonl = join(tempDir(), "r.jsonl");
+    const noGpu: OpenRunner<EvalTask, EvalOutcome> = () => ({
+      run: async (t) => ({
+        candidate: t.candidate,
+        input: t.input,
+        verdict: "error",
+        reason: "no NVIDIA driver",
+        code: "E_NO_GPU",
+        numerics: null,
+        timing: null,
+        runSeconds: 0,
+        device: null,
+      }),
+      kill() {},
+      close: async () => {},
+    });
+    const first: string[] = [];
+    await quiet(() => runEval(options([cap], files, { jsonl, open: () => noGpu, buildWith: fakeBuild(0, first) })));
+    expect(first.sort()).toEqual(["a.cu", "b.cu", "c.cu"]);
+    const records = readFileSync(jsonl, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    const a = records.find((r) => r.label === "a.cu");
+    expect(a).toMatchObject({ code: "E_NO_GPU", build: { module: "module", moduleSha256: expect.stringMatching(/^[0-9a-f]{64}$/) } });
+    expect(a.copy).toStartWith(join(cap, "build/eval/"));
+    // b.cu's kept module changed since its record: not what was built, so built again
+    writeFileSync(join(records.find((r) => r.label === "b.cu").copy, "module"), "mismatch");
+    const again: string[] = [];
+    const { value: r, err } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildWith: fakeBuild(0, again) })));
+    expect(again).toEqual(["b.cu"]); // a.cu's module judged as kept; c.cu's compile error is its record
+    expect(err).toContain("a.cu: the module its earlier build kept is judged (build/eval/");
+    expect(Object.fromEntries(r.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "match", "c.cu": "compile-error" });
+    expect(r.candidates.find((c) => c.label === "a.cu")?.speedup).toBeCloseTo(1.2);
+  });
+
   test("--resume takes a record only of its input's subject now (adv22 #4: a patch's genuine match was kept after the src/ it patches changed and it no longer built): changed src/, another input of the name, no subject: judged again, said", async () => {
     const cap = await captureWithSource();
     const d = tempDir("kerncap-cands-");

@@ -209,7 +209,9 @@ test("the document says by code and by kind why candidates were not judged (nu10
   const summary = (jsonSchemaOf("eval") as { properties: { summary: { properties: Record<string, unknown>; required: string[] } } }).properties.summary;
   expect(summary.required).toEqual(expect.arrayContaining(["byCode", "unjudged"]));
   // the stderr line counts alike
-  expect(unjudgedLine(r, "jsonl")).toContain("there is no GPU here for 4 candidates");
+  expect(unjudgedLine(r, "jsonl")).toContain(
+    "there is no GPU here for 4 candidates, which built (the same command with --resume on a machine with the capture's GPU judges their kept builds)",
+  );
   // --merge: no capture folder was built, dir null (nu10 #18c: it was "")
   const d = tempDir();
   const f = join(d, "r.jsonl");
