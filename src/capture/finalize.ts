@@ -3,10 +3,11 @@
  * kerncap.json (src/format/manifest.ts) with checksums, then an atomic rename to the final name.
  */
 import { existsSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { assertReplaceable, replaceableKind, sha256File } from "../format/capture-dir.ts";
 import { replaceFolder } from "../util/replace-folder.ts";
+import { settleFolderModes } from "../util/folder-modes.ts";
 import { parseRaw, type Raw } from "./raw.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type Manifest } from "../format/manifest.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -159,6 +160,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
  * @throws KerncapError E_EXISTS (see assertReplaceable); the rename's system error.
  */
 export function moveIntoPlace(tmpDir: string, finalDir: string, force: boolean, rename: (dest: string) => void = (dest) => renameSync(tmpDir, dest)): void {
+  settleFolderModes(tmpDir, dirname(finalDir)); // the umask's bits taken, a setgid parent's group given (src/util/folder-modes.ts)
   if (!existsSync(finalDir)) return rename(finalDir);
   assertReplaceable(finalDir, force);
   // judged again where no one else can swap it, and removed through a held fd (src/util/replace-folder.ts)
