@@ -57,7 +57,7 @@ import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
-import { settleFolderModes, writeMask } from "../util/folder-modes.ts";
+import { writeMask } from "../util/folder-modes.ts";
 import { replaceFolder } from "../util/replace-folder.ts";
 import { describeJudging, judgingInEffect, mergeJudging, type JudgingOptions } from "../replay/judge-settings.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
@@ -202,7 +202,6 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     rmSync(join(tmp, TEMP_MARKER));
     const exportBytes = folderBytes(tmp);
     chmodSync(tmp, 0o777 & ~writeMask()); // the folder's mode as a plain mkdir gives it; a setgid parent's group given (src/util/folder-modes.ts)
-    settleFolderModes(t.at, dirname(out));
     place(t, out, Boolean(o.force));
     const bytes = { export: exportBytes, data: data.reduce((a, d) => a + d.bytes, 0), copied: 0, reflinked: 0 };
     for (const d of data) bytes[d.shared === "copy" ? "copied" : "reflinked"] += d.bytes;

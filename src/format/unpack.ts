@@ -10,7 +10,6 @@ import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, 
 import type { Stats } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
-import { settleFolderModes } from "../util/folder-modes.ts";
 import { KerncapError, withPath } from "../errors.ts";
 import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { StopSignals } from "../process-group.ts";
@@ -580,7 +579,6 @@ function replaceWithTemp(t: PrivateTemp, dest: string, existed: boolean, idx: Pa
   const place = (d: string) => {
     markReceived(t.at, archive); // validate asks before running its build.sh (src/format/trust.ts)
     rmSync(join(t.at, TEMP_MARKER), { force: true });
-    settleFolderModes(t.at, dirname(d)); // the umask's bits taken, a setgid parent's group given
     try {
       t.placeAt(d); // refused when another user swapped the folder at the temp's name
     } catch (e) {

@@ -41,6 +41,7 @@ import {
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { tempFor } from "../leftovers.ts";
+import { settleFolderModes } from "./folder-modes.ts";
 
 /** The path of `name` inside the folder open as `fd` (the kernel resolves /proc/self/fd/N to the folder itself). */
 export function fdPath(fd: number, name?: string): string {
@@ -305,6 +306,7 @@ export interface PrivateTemp {
    * Rename the folder to `dest` (rename(2): an existing empty folder at `dest` is replaced, a
    * non-empty one fails ENOTEMPTY/EEXIST as the caller expects): the name is checked to still be
    * this folder (lstat's dev/ino against the open fd's) just before the rename, and `dest` just after.
+   * Its entries' modes and group are settled first (./folder-modes.ts: the umask, a setgid parent).
    * @throws KerncapError E_UNSAFE_PATH when the folder at the name was swapped (nothing of ours placed);
    *   the rename's own errors as they are
    */
@@ -383,6 +385,7 @@ export function makePrivateTemp(tmp: string): PrivateTemp {
       return e;
     },
     placeAt(dest: string): void {
+      settleFolderModes(at, dirname(dest)); // the umask's bits taken, a setgid parent's group given
       if (!isMine(tmp)) throw swappedTemp(tmp, dest);
       renameSync(tmp, dest);
       if (!isMine(dest)) throw swappedTemp(tmp, dest, true); // swapped between the check and the rename: what was renamed is not ours
