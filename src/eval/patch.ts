@@ -33,6 +33,12 @@ const quoted = (t: string) => escapeForTerminal(JSON.stringify(t), { oneLine: tr
 /** What a patch touches, as read: each name every header gives (decoded; /dev/null left out), for the callers' path rule. */
 export interface PatchRead {
   names: string[];
+  /**
+   * Each traditional diff's pair (a `--- A` / `+++ B` not under `diff --git`), both names given
+   * (neither /dev/null): `plus` the 0-based line of its `+++`. `diff -u FILE EDITED` names the
+   * edited copy B, which src/ does not hold; patch(1) then patches A (patch-apply.ts).
+   */
+  pairs: { plus: number; old: string; new: string }[];
 }
 
 /** A patch refused while read: `problem` is a phrase to end "the patch …". */
@@ -136,6 +142,7 @@ export function readPatch(text: string): PatchRead {
   const lines = text.split("\n");
   if (lines.at(-1) === "") lines.pop();
   const names: string[] = [];
+  const pairs: PatchRead["pairs"] = [];
   let files = 0;
   let i = 0;
   /** Hunks from line i on (as many as follow), their lines counted as git counts them. */
@@ -175,10 +182,9 @@ export function readPatch(text: string): PatchRead {
     } else if (l.startsWith("--- ")) {
       const next = lines[i + 1] ?? "";
       if (!next.startsWith("+++ ")) throw new PatchProblem(`has a --- line without its +++ line (line ${at})`);
-      for (const [k, x] of [l, next].entries()) {
-        const n = fileName(x.slice(4), at + k);
-        if (n !== undefined) names.push(n);
-      }
+      const pair = [l, next].map((x, k) => fileName(x.slice(4), at + k));
+      for (const n of pair) if (n !== undefined) names.push(n);
+      if (pair[0] !== undefined && pair[1] !== undefined) pairs.push({ plus: i + 1, old: pair[0], new: pair[1] });
       i += 2;
       if (!hunks()) throw new PatchProblem(`has file names without a hunk (line ${at})`);
       files++;
@@ -191,7 +197,7 @@ export function readPatch(text: string): PatchRead {
     }
   }
   if (!files) throw new PatchProblem("holds no file's diff");
-  return { names };
+  return { names, pairs };
 }
 
 /** The header lines of a `diff --git` from line `from` to the first hunk, binary marker, next diff or end; `done(i)` gets where they end. */

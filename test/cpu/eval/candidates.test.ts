@@ -286,3 +286,24 @@ test("a patch with bare names (`diff -u kernel.cu edited.cu` inside src/, as man
   expect(empty.message).toContain("which is empty; its file names are read with their first folder taken off (as git apply -p1)");
   expect(empty.hint).toContain("git diff");
 });
+
+test("`diff -u FILE EDITED` inside src/ (the documented recipe: +++ names the edited copy, even by an absolute path) patches FILE, as patch(1) does; a --- name src/ does not hold is still refused (nu12 #1)", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  const hunk = "@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 7.0f\n";
+  const ts = "\t2026-12-05 06:00:00.000000000 +0000";
+  writeFileSync(join(d, "copy.patch"), `--- util.h${ts}\n+++ util.edited.h${ts}\n${hunk}`);
+  await materialise(cap, parseCandidate(join(d, "copy.patch")), join(d, "c1"));
+  expect(readFileSync(join(d, "c1/src/util.h"), "utf8")).toBe("#define TWO 7.0f\n");
+  expect(existsSync(join(d, "c1/src/util.edited.h"))).toBe(false);
+  // the edited copy elsewhere: `diff -u util.h /tmp/b.h`
+  writeFileSync(join(d, "abs.patch"), `--- util.h${ts}\n+++ /tmp/b.h${ts}\n${hunk}`);
+  await materialise(cap, parseCandidate(join(d, "abs.patch")), join(d, "c2"));
+  expect(readFileSync(join(d, "c2/src/util.h"), "utf8")).toBe("#define TWO 7.0f\n");
+  // the other way round (--- a name src/ does not hold, +++ an absolute path): refused as before, naming it
+  writeFileSync(join(d, "out.patch"), `--- nothere.h${ts}\n+++ /etc/passwd${ts}\n${hunk}`);
+  const e = await materialise(cap, parseCandidate(join(d, "out.patch")), join(d, "c3")).catch((x) => x);
+  expect(e.code).toBe("E_PATCH");
+  expect(e.message).toContain("its file names are read");
+  expect(existsSync(join(d, "c3"))).toBe(false);
+});
