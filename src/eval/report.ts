@@ -172,9 +172,17 @@ export function firstClause(s: string): string {
   return s;
 }
 
-/** A candidate's reason as its row in rankedTable shows it (shortReason, with its record's error code). */
+/**
+ * A candidate's reason as its row in rankedTable shows it: a compile error's first error diagnostic
+ * (`src/k.cu:21: error: identifier "blockIdxx" is undefined`: nu12 #2, the table showed build.sh's
+ * note instead), else shortReason with its record's error code.
+ */
 function rowReason(r: EvalReport, c: CandidateSummary): string {
-  return c.verdict === "match" ? "" : shortReason(c.reason, 120, r.records.find((x) => x.candidate === c.candidate && x.reason === c.reason)?.code);
+  if (c.verdict === "match") return "";
+  const rec = r.records.find((x) => x.candidate === c.candidate && x.reason === c.reason);
+  const d = rec?.diagnostics?.find((x) => x.severity !== "warning");
+  if (d) return shortReason(`${d.file}:${d.line}: ${d.severity}: ${d.text}`, 120);
+  return shortReason(c.reason, 120, rec?.code);
 }
 
 /**
