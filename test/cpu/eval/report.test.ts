@@ -234,8 +234,7 @@ test("a results line without a schema field is said so, not as `schema undefined
 });
 
 test("a compile error's row shows its first error diagnostic, not build.sh's first line (nu12 #2)", () => {
-  const reason =
-    'the reproducer does not build (build.sh exit 1):\nkerncap: the slice src/saxpy.kerncap-slice.cu does not build (its messages are not shown to a confined build: the whole TU's build, next, says any error to fix)\nsrc/saxpy.cu(21): error: identifier "blockIdxx" is undefined';
+  const reason = `the reproducer does not build (build.sh exit 1):\nkerncap: the slice src/saxpy.kerncap-slice.cu does not build (its messages are not shown to a confined build: the whole TU's build, next, says any error to fix)\nsrc/saxpy.cu(21): error: identifier "blockIdxx" is undefined`;
   const broken = {
     ...rec("fix.patch", "compile-error", "E_BUILD", reason),
     diagnostics: [
@@ -243,7 +242,9 @@ test("a compile error's row shows its first error diagnostic, not build.sh's fir
       { file: "src/saxpy.cu", line: 21, column: null, severity: "error" as const, text: 'identifier "blockIdxx" is undefined' },
     ],
   };
-  const row = rankedTable(report([broken])).split("\n").find((l) => l.includes("fix.patch"))!;
+  const row = rankedTable(report([broken]))
+    .split("\n")
+    .find((l) => l.includes("fix.patch"))!;
   expect(row).toContain('src/saxpy.cu:21: error: identifier "blockIdxx" is undefined');
   expect(row).not.toContain("kerncap: the slice");
 });
