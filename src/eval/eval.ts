@@ -72,6 +72,8 @@ export interface EvalOptions {
   /** The results file (JSON Lines), for --resume and --merge. */
   jsonl?: string;
   resume: boolean;
+  /** eval --build-only: every candidate built, none judged (no GPU worker started): a built one's record is verdict "built". */
+  buildOnly?: boolean;
   shard?: Shard;
   /** One entry per GPU worker: its CUDA_VISIBLE_DEVICES (null: this process's). */
   slots: (string | null)[];
@@ -226,7 +228,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const building = buildInto(queue, o, home, pending, { rec, stopped, folders, copyGate });
   let buildError: unknown;
   try {
-    await runOnWorkers(queue, o, rec, watchdog, stops);
+    if (!o.buildOnly) await runOnWorkers(queue, o, rec, watchdog, stops);
     queue.release(); // no worker takes more: a build waiting for room goes on (and its task is never judged: E_WORKER)
     buildError = await building;
   } finally {
@@ -346,14 +348,19 @@ function openResults(
   // what each input's records are judged on now (src/format/subject.ts; a build's: the first input's, whose src/ is built)
   const subjects = evalSubjects(inputs, BUILD_INPUT, o.settings);
   // an error is no finding about the candidate (a dead worker, no GPU): tried again; nor a record of another subject (src/, the input or the options changed)
-  const ours = keptAll.filter((r) => r.verdict !== "error" && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
+  // a built record (--build-only) is done for another --build-only, and no judgement for an eval that judges
+  const notDone = (r: EvalRecord) => r.verdict === "error" || (r.verdict === "built" && !o.buildOnly);
+  const ours = keptAll.filter((r) => !notDone(r) && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
   const kept = ours.filter((r) => r.subject === subjects.get(r.input));
   const done = new Set(kept.map((r) => recordKey(r.candidate, r.input)));
   const builtFailed = new Set(kept.filter((r) => r.input === BUILD_INPUT).map((r) => r.candidate));
-  // a run not made (an error on an input: the build had ended) of this subject: its kept module is judged, not built again (a config's grid is not recorded)
+  // a run not made (an error on an input: the build had ended; a --build-only build) of this subject: its kept module is
+  // judged, not built again (a config's grid is not recorded)
+  const unrun = (r: EvalRecord) =>
+    (r.verdict === "error" && r.input !== BUILD_INPUT && inputIds.has(r.input)) || (r.verdict === "built" && !o.buildOnly && r.input === BUILD_INPUT);
   const built = new Map(
     keptAll
-      .filter((r) => r.verdict === "error" && r.input !== BUILD_INPUT && inputIds.has(r.input) && r.subject === subjects.get(r.input))
+      .filter((r) => unrun(r) && mineIds.has(r.candidate) && r.subject === subjects.get(r.input))
       .filter((r) => r.kind !== "config" && r.copy && r.build.module && r.build.moduleSha256)
       .map((r) => [r.candidate, r.build]),
   );
@@ -467,6 +474,12 @@ async function buildInto(
         moduleSha256,
         ...(inCopy ? { module } : {}),
       });
+      if (o.buildOnly) {
+        // --build-only: the build is its record, nothing judged
+        const none = { reason: null, code: null, numerics: null, timing: null, runSeconds: 0, device: null };
+        rec.emit(rec.recordOf({ candidate: c.id, input: BUILD_INPUT, verdict: "built", ...none }, null, null));
+        return;
+      }
       for (const i of todo) queue.push({ candidate: c.id, input: i.id, dir: i.dir, module: b.built.module, ...(b.built.grid ? { grid: b.built.grid } : {}) });
     };
     const jobs = Math.max(1, o.jobs ?? availableParallelism());

@@ -87,7 +87,7 @@ export function unjudgedKind(code: string | null): keyof Unjudged {
 }
 
 /** Worst first: a candidate's overall verdict is the first of its inputs' in this order. */
-export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-change", "fault", "timeout", "mismatch", "error", "match"];
+export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-change", "fault", "timeout", "mismatch", "error", "built", "match"];
 
 /**
  * What the schema cannot say of an eval record: a match or mismatch was judged on a GPU, so it
@@ -102,6 +102,8 @@ export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-c
 export function evalRecordProblem(r: EvalRecord): string | undefined {
   if ((r.verdict === "match" || r.verdict === "mismatch") && (r.numerics === null || r.device === null || r.worker === null))
     return `a ${r.verdict} without the numerics, device or worker of the run that judged it`;
+  if (r.verdict === "built" && (r.input !== BUILD_INPUT || !r.build.moduleSha256 || r.timing !== null || r.numerics !== null))
+    return `a built record (--build-only) is a build's ("${BUILD_INPUT}", with its module's digest), never a run's`;
   const inf = nonFinite(r);
   if (inf) return inf;
   const negative = (

@@ -19,9 +19,11 @@ const N = v.number();
  * rebuilt kernel's parameters are not the captured ones: nothing launched), error (it could not
  * be judged: a worker that died, a refused module, no GPU, which --resume tries again; or a
  * candidate that does not fit src/ and was never built, code E_PATCH or E_CANDIDATE, or one
- * kerncap mcp's evaluate refused, E_NOT_SOURCE or E_PACK_NAME, which only a fixed candidate changes).
+ * kerncap mcp's evaluate refused, E_NOT_SOURCE or E_PACK_NAME, which only a fixed candidate changes),
+ * built (eval --build-only: it compiled, its registers and module digest known, nothing judged; a
+ * later eval of the same --jsonl FILE with --resume judges its kept module).
  */
-export const EVAL_VERDICTS = ["match", "mismatch", "fault", "timeout", "compile-error", "layout-change", "error"] as const;
+export const EVAL_VERDICTS = ["match", "mismatch", "fault", "timeout", "compile-error", "layout-change", "error", "built"] as const;
 export type EvalVerdict = (typeof EVAL_VERDICTS)[number];
 
 /** The candidate's time against the captured module's, timed interleaved on the same memory (src/replay/stats.ts TimingComparison, cut to its figures). */

@@ -49,6 +49,7 @@ export type EvaluateIn = {
   noVerify?: boolean;
   allowVersionMismatch?: boolean;
   requireGpu?: boolean;
+  buildOnly?: boolean;
   timeout?: number;
 };
 export type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };

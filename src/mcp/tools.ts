@@ -380,6 +380,14 @@ export const TOOLS = {
           ),
         ),
       ),
+      buildOnly: v.optional(
+        v.pipe(
+          v.boolean(),
+          v.description(
+            "Build every candidate and judge none (no GPU needed): each that builds is a record of verdict built, with its registers and module digest",
+          ),
+        ),
+      ),
       timeout: Bounded(
         "The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner (default 10)",
         86_400,
@@ -392,6 +400,7 @@ export const TOOLS = {
       "--json",
       "--confine",
       ...(a.requireGpu ? ["--require-gpu"] : []),
+      ...(a.buildOnly ? ["--build-only"] : []),
       ...(a.iters !== undefined ? ["--iters", String(a.iters)] : []),
       ...(a.gpus !== undefined ? [`--gpus=${a.gpus}`] : []),
       ...(a.workersPerGpu !== undefined ? ["--workers-per-gpu", String(a.workersPerGpu)] : []),

@@ -28,7 +28,7 @@ export async function runEval(o: EvalOptions & { requireGpu?: boolean }): Promis
     } catch (e) {
       if (!isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
       throw new KerncapError("E_NO_GPU", `${e.message} (--require-gpu: nothing was built)`, {
-        hint: "Evaluate on a machine with an NVIDIA GPU, or leave out --require-gpu to build every candidate here (each built one is then an E_NO_GPU record: it compiles).",
+        hint: "Evaluate on a machine with an NVIDIA GPU, or give --build-only instead to compile every candidate here (a record of verdict built for each that builds; --jsonl FILE, then --resume on a GPU machine judges them).",
         cause: e,
       });
     }

@@ -211,11 +211,15 @@ describe("candidates", () => {
     expect(readFileSync(join(dest, "src/util.h"), "utf8")).toBe("#define TWO 5.0f\n");
     writeFileSync(join(d, "bad.patch"), "--- a/util.h\n+++ b/util.h\n@@ -1 +1 @@\n-#define NOT THERE\n+#define X\n");
     expect(materialise(cap, parseCandidate(join(d, "bad.patch")), dest)).rejects.toMatchObject({ code: "E_PATCH" });
-    // `diff -ru src ../elsewhere/x`: git apply reads the +++ name; the error says how the names were read (a new user was left guessing)
+    // `diff -ru src ../elsewhere/x`: git apply reads the +++ name, which src/ does not hold; as patch(1), the --- file is patched (nu12 #1)
     writeFileSync(join(d, "far.patch"), "--- src/util.h\n+++ side/x_src/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 4.0f\n");
-    const far = await materialise(cap, parseCandidate(join(d, "far.patch")), dest).catch((e) => e);
+    await materialise(cap, parseCandidate(join(d, "far.patch")), join(d, "far"));
+    expect(readFileSync(join(d, "far/src/util.h"), "utf8")).toBe("#define TWO 4.0f\n");
+    // neither name a file of src/: the error says how the names were read (a new user was left guessing)
+    writeFileSync(join(d, "far2.patch"), "--- other/utl.h\n+++ side/x_src/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 4.0f\n");
+    const far = await materialise(cap, parseCandidate(join(d, "far2.patch")), dest).catch((e) => e);
     expect(far.code).toBe("E_PATCH");
-    expect(far.message).toContain("first folder taken off (as git apply -p1), so it names x_src/util.h, which src/ does not hold");
+    expect(far.message).toContain("first folder taken off (as git apply -p1), so it names utl.h, x_src/util.h, which src/ does not hold");
     expect(far.hint).toContain("both folders sit side by side");
     writeFileSync(join(d, "evil.patch"), "--- a/../../escape.txt\n+++ b/../../escape.txt\n@@ -0,0 +1 @@\n+owned\n");
     expect(materialise(cap, parseCandidate(join(d, "evil.patch")), dest)).rejects.toMatchObject({ code: "E_PATCH" });
@@ -703,6 +707,33 @@ describe("--resume, --shard, --merge", () => {
     expect(err).toContain("a.cu: the module its earlier build kept is judged (build/eval/");
     expect(Object.fromEntries(r.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "match", "c.cu": "compile-error" });
     expect(r.candidates.find((c) => c.label === "a.cu")?.speedup).toBeCloseTo(1.2);
+  });
+
+  test("--build-only builds every candidate and judges none (no worker opened): records of verdict built, exit 0 with a compile error among them; --resume without it judges the kept modules, building none again (nu12 #5)", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "a.cu": "match 1.2", "b.cu": "match 1.5", "c.cu": "compile-error" });
+    const jsonl = join(tempDir(), "r.jsonl");
+    const first: string[] = [];
+    const never = () => {
+      throw new Error("--build-only opened a GPU worker");
+    };
+    const { value: b } = await quiet(() => runEval(options([cap], files, { jsonl, buildOnly: true, open: never, buildWith: fakeBuild(0, first) })));
+    expect(first.sort()).toEqual(["a.cu", "b.cu", "c.cu"]);
+    expect(b.exitCode).toBe(0);
+    expect(Object.fromEntries(b.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "built", "b.cu": "built", "c.cu": "compile-error" });
+    expect(b.summary).toMatchObject({ built: 2, "compile-error": 1, error: 0 });
+    const a = b.records.find((r) => r.label === "a.cu")!;
+    expect(a).toMatchObject({ input: BUILD_INPUT, verdict: "built", timing: null, numerics: null, build: { registers: 32, module: "module" } });
+    expect(v.safeParse(EvalRecord, a).success).toBe(true);
+    // the same --build-only again: nothing left to build
+    const again: string[] = [];
+    await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildOnly: true, open: never, buildWith: fakeBuild(0, again) })));
+    expect(again).toEqual([]);
+    // on the GPU machine: judged from the kept modules, none built again; the compile error stays the candidate's record
+    const judged: string[] = [];
+    const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildWith: fakeBuild(0, judged) })));
+    expect(judged).toEqual([]);
+    expect(Object.fromEntries(r.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "match", "c.cu": "compile-error" });
   });
 
   test("--resume takes a record only of its input's subject now (adv22 #4: a patch's genuine match was kept after the src/ it patches changed and it no longer built): changed src/, another input of the name, no subject: judged again, said", async () => {

@@ -188,6 +188,12 @@ export default defineCommand({
     },
     "workers-per-gpu": { type: "string", description: "Worker processes per GPU (small kernels leave room for several)", default: "1", valueHint: "N" },
     jobs: { type: "string", description: "Builds at once (default: the CPU count)", valueHint: "N" },
+    "build-only": {
+      type: "boolean",
+      description:
+        "Build every candidate and judge none (no GPU needed): each that builds is a record of verdict built (registers, module digest); exit 0 when every build ended, a compile error included. With --jsonl FILE, the same command without --build-only and with --resume on a GPU machine judges the kept builds",
+      default: false,
+    },
     "require-gpu": {
       type: "boolean",
       description:
@@ -265,6 +271,10 @@ export default defineCommand({
       if (!positionals.length) throw new KerncapError("E_USAGE", "--merge needs results files", { hint: "kerncap eval --merge shard-*.jsonl" });
       report = mergeEval(positionals);
     } else {
+      if (args["build-only"] && args["require-gpu"])
+        throw new KerncapError("E_USAGE", "--build-only judges nothing, so it needs no GPU: --require-gpu does not go with it", {
+          hint: "Give one of them: --build-only to compile every candidate here, --require-gpu to judge them and stop at once where there is no GPU.",
+        });
       const list = args["candidate-list"] !== undefined ? String(args["candidate-list"]) : undefined;
       const { dirs, candidates } = splitPositionals(positionals, list !== undefined);
       const settings = evalSettings(args, rawArgs);
@@ -279,6 +289,7 @@ export default defineCommand({
         build: { force: Boolean(args["allow-version-mismatch"]), ...(args.grid !== undefined ? { grid: String(args.grid) } : {}) },
         ...(args.jsonl !== undefined ? { jsonl: String(args.jsonl) } : {}),
         resume: Boolean(args.resume),
+        buildOnly: Boolean(args["build-only"]),
         ...(args.shard !== undefined ? { shard: parseShard(String(args.shard)) } : {}),
         slots,
         jobs: args.jobs !== undefined ? intArg("jobs", args.jobs, availableParallelism(), 1024, 1) : availableParallelism(),
