@@ -16,31 +16,107 @@
  *      with the after state: bit for bit, or element-wise within ATOL + RTOL * |expected|;
  *   5. time ITERS launches with CUDA events, each from the before state.
  *
- * Usage: ./repro [-m MODULE] [-n ITERS] [-d EXPORT_DIR] [-g DEVICE] [--no-verify]   (files are found under EXPORT_DIR, default .)
+ * Usage: ./repro [-m MODULE] [-n ITERS] [-d EXPORT_DIR] [-g DEVICE] [--no-verify | --verify-only]   (files are found under EXPORT_DIR, default .)
  * --no-verify: skip the check of the data files' checksums (it reads every stored byte once).
- * Exit: 0 match, 1 mismatch, 3 a data file damaged (its size or a checksum not the export's), 2 another error (a CUDA error, a VA already taken, a missing file).
+ * --verify-only: check the data files and exit (0, or 3), the driver never loaded: a machine without a GPU checks the data.
+ * Exit: 0 match, 1 mismatch, 3 a data file damaged (its size or a checksum not the export's), 2 another error (no driver, a
+ * CUDA error, a VA already taken, a missing file).
+ *
+ * The driver (libcuda.so.1) is loaded at run time, after the data files are checked: the program links no libcuda, builds
+ * where the toolkit has no driver stub, and says itself when there is no driver. Builds with cuda.h of CUDA 12.0 or newer
+ * (cuLaunchKernelEx, the newest call); runs on a driver of CUDA 12.0 or newer: an entry point the driver lacks is
+ * named, exit 2.
  */
 #define _POSIX_C_SOURCE 200809L /* fseeko, ftello */
 #define _FILE_OFFSET_BITS 64
 #include <cuda.h>
+#include <dlfcn.h>
+
+#if !defined(CUDA_VERSION) || CUDA_VERSION < 12000
+#error "repro.c needs cuda.h of CUDA 12.0 or newer (cuLaunchKernelEx): point CUDA_HOME at such a toolkit"
+#endif
 
 #include "capture.h"
 #include "repro_common.h"
+
+/* ---- 0. the driver, loaded at run time ------------------------------------------------ */
+
+/* Every driver entry point the program calls, each through `drv`: drv.F is a pointer of cuda.h's
+ * type for F, resolved by the name cuda.h gives F (its #defines map some calls to versioned
+ * entry points: cuMemAlloc is cuMemAlloc_v2, cuEventElapsedTime cuEventElapsedTime_v2 in CUDA 13),
+ * the name the linker would have used. cuda.h's declarations give the types (__typeof__). */
+#define KC_DRIVER(X)                                                                                                   \
+  X(cuGetErrorString) X(cuInit) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)                         \
+  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemCreate)    \
+  X(cuMemMap) X(cuMemSetAccess) X(cuMemAlloc) X(cuMemsetD8) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD)          \
+  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncGetAttribute) X(cuFuncSetAttribute)         \
+  X(cuLaunchKernelEx) X(cuLaunchKernel) X(cuCtxSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)   \
+  X(cuEventElapsedTime)
+#define KC_STR_(s) #s
+#define KC_STR(s) KC_STR_(s) /* the name after cuda.h's #defines: KC_STR(cuMemAlloc) is "cuMemAlloc_v2" */
+#define KC_MEMBER(f) __typeof__(f) *f;
+static struct { KC_DRIVER(KC_MEMBER) } drv;
+
+/* A driver without `sym` (dlsym found none): named, with the driver it needs, exit 2. Every call
+ * but cuLaunchKernelEx (CUDA 12.0) is older than CUDA 12.0; a newer cuda.h may map a call to a
+ * newer entry point, which a driver as new as that cuda.h has. cuDriverGetVersion, looked up here
+ * alone, says which CUDA this driver is for. */
+static void missing_entry_point(void *lib, const char *sym) {
+  int have = 0;
+  fprintf(stderr, "error: the NVIDIA driver has no %s: ./repro needs a driver for CUDA 12.0 or newer", sym);
+  void *p = dlsym(lib, "cuDriverGetVersion");
+  CUresult (*version)(int *) = NULL;
+  if (p) memcpy(&version, &p, sizeof p);
+  if (version && version(&have) == CUDA_SUCCESS) fprintf(stderr, " (this one is for CUDA %d.%d)", have / 1000, have % 1000 / 10);
+  if (CUDA_VERSION > 12000)
+    fprintf(stderr, ", or one for CUDA %d.%d (the cuda.h it was built with) if the name is that cuda.h's", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+  fprintf(stderr, ". Update the NVIDIA driver.\n");
+  exit(2);
+}
+
+/* dlopen libcuda.so.1 (else libcuda.so) and resolve every entry point into `drv`; exit 2 saying
+ * what is missing: no driver, or an entry point an older driver lacks. cuEventElapsedTime_v2
+ * (CUDA 12.8, cuda.h 12.8 and newer map cuEventElapsedTime to it) falls back to the
+ * cuEventElapsedTime of older drivers: the same arguments, the same milliseconds. */
+static void load_driver(void) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *e = dlerror();
+    char why[512];
+    snprintf(why, sizeof why, "%s", e ? e : "unknown error");
+    lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      fprintf(stderr, "error: ./repro needs an NVIDIA GPU and its driver: libcuda.so.1 could not be loaded: %s\n", shown(why));
+      exit(2);
+    }
+  }
+#define KC_RESOLVE(f)                                                                                  \
+  {                                                                                                    \
+    void *p_ = dlsym(lib, KC_STR(f));                                                                  \
+    if (!p_ && !strcmp(KC_STR(f), "cuEventElapsedTime_v2")) p_ = dlsym(lib, "cuEventElapsedTime");     \
+    if (!p_) missing_entry_point(lib, KC_STR(f));                                                      \
+    memcpy(&drv.f, &p_, sizeof p_);                                                                    \
+  }
+  KC_DRIVER(KC_RESOLVE)
+#undef KC_RESOLVE
+}
 
 #define CK(call)                                                          \
   do {                                                                    \
     CUresult r_ = (call);                                                 \
     if (r_ != CUDA_SUCCESS) {                                             \
       const char *s_ = "unknown error";                                   \
-      cuGetErrorString(r_, &s_);                                          \
-      fprintf(stderr, "error: %s failed (%d): %s\n", #call, (int)r_, s_); \
+      const char *c_ = #call;                                             \
+      drv.cuGetErrorString(r_, &s_);                                      \
+      if (!strncmp(c_, "drv.", 4)) c_ += 4;                               \
+      fprintf(stderr, "error: %s failed (%d): %s\n", c_, (int)r_, s_);   \
       exit(2);                                                            \
     }                                                                     \
   } while (0)
 
-static void dev_zero(unsigned long long va, unsigned long long n) { CK(cuMemsetD8((CUdeviceptr)va, 0, n)); }
-static void dev_write(unsigned long long va, const void *src, size_t n) { CK(cuMemcpyHtoD((CUdeviceptr)va, src, n)); }
-static void dev_read(void *dst, unsigned long long va, size_t n) { CK(cuMemcpyDtoH(dst, (CUdeviceptr)va, n)); }
+static void dev_zero(unsigned long long va, unsigned long long n) { CK(drv.cuMemsetD8((CUdeviceptr)va, 0, n)); }
+static void dev_write(unsigned long long va, const void *src, size_t n) { CK(drv.cuMemcpyHtoD((CUdeviceptr)va, src, n)); }
+static void dev_read(void *dst, unsigned long long va, size_t n) { CK(drv.cuMemcpyDtoH(dst, (CUdeviceptr)va, n)); }
 
 /* ---- 1. the captured VAs --------------------------------------------------------------- */
 
@@ -54,7 +130,7 @@ static void reserve_regions(CUdevice dev) {
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
   size_t gran = 0;
-  CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  CK(drv.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   unsigned long long align = gran > (32ull << 20) ? gran : (32ull << 20);
   for (int i = 0; i < N_REGIONS;) { /* REGIONS are sorted by VA */
     unsigned long long start = REGIONS[i].va / align * align;
@@ -65,7 +141,7 @@ static void reserve_regions(CUdevice dev) {
     }
     size_t size = (size_t)(end - start);
     CUdeviceptr got = 0;
-    CUresult r = cuMemAddressReserve(&got, size, 0, (CUdeviceptr)start, 0);
+    CUresult r = drv.cuMemAddressReserve(&got, size, 0, (CUdeviceptr)start, 0);
     if (r != CUDA_SUCCESS || got != start) {
       fprintf(stderr, "error: captured VA range 0x%llx-0x%llx (%zu bytes) is not free in this process", start, end, size);
       if (r == CUDA_SUCCESS) fprintf(stderr, " (the driver offered 0x%llx)", (unsigned long long)got);
@@ -73,13 +149,13 @@ static void reserve_regions(CUdevice dev) {
       exit(2);
     }
     CUmemGenericAllocationHandle h;
-    CK(cuMemCreate(&h, size, &prop, 0));
-    CK(cuMemMap((CUdeviceptr)start, size, 0, h, 0));
+    CK(drv.cuMemCreate(&h, size, &prop, 0));
+    CK(drv.cuMemMap((CUdeviceptr)start, size, 0, h, 0));
     CUmemAccessDesc acc;
     memset(&acc, 0, sizeof acc);
     acc.location = prop.location;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CK(cuMemSetAccess((CUdeviceptr)start, size, &acc, 1));
+    CK(drv.cuMemSetAccess((CUdeviceptr)start, size, &acc, 1));
   }
 }
 
@@ -91,7 +167,7 @@ static CUmodule load_module(const char *path, int captured, const char *arch) {
   size_t n;
   char *image = read_file(path, &n);
   CUmodule mod;
-  CUresult r = cuModuleLoadData(&mod, image);
+  CUresult r = drv.cuModuleLoadData(&mod, image);
   free(image);
   int has_sass = strstr(" " MODULE_SASS " ", arch) != NULL;
   if (r == CUDA_SUCCESS && captured && !has_sass && MODULE_PTX[0])
@@ -99,12 +175,12 @@ static CUmodule load_module(const char *path, int captured, const char *arch) {
   if (r == CUDA_ERROR_NO_BINARY_FOR_GPU && captured && MODULE_PTX_FILE[0]) {
     printf("module: no machine code for %s in the image (it has %s): JIT-compiling its PTX (%s, %s)\n", arch, shown(MODULE_SASS), shown(MODULE_PTX), shown(MODULE_PTX_FILE));
     image = read_file(data_path(MODULE_PTX_FILE), &n);
-    r = cuModuleLoadData(&mod, image);
+    r = drv.cuModuleLoadData(&mod, image);
     free(image);
   }
   if (r != CUDA_SUCCESS) {
     const char *s = "unknown error";
-    cuGetErrorString(r, &s);
+    drv.cuGetErrorString(r, &s);
     fprintf(stderr, "error: cuModuleLoadData(%s) failed: %s\n", shown(path), s);
     if (captured)
       fprintf(stderr, "  This GPU is %s; the image holds machine code for %s%s%s. Rebuild the kernel for %s (build.sh, make run-src) or run on such a GPU.\n", arch,
@@ -119,8 +195,8 @@ static CUmodule load_module(const char *path, int captured, const char *arch) {
 static void apply_function_attributes(CUfunction f) {
   for (int i = 0; i < N_FUNC_ATTRS; i++) {
     int cur = 0;
-    if (cuFuncGetAttribute(&cur, (CUfunction_attribute)FUNC_ATTRS[i].id, f) == CUDA_SUCCESS && cur == FUNC_ATTRS[i].value) continue;
-    CK(cuFuncSetAttribute(f, (CUfunction_attribute)FUNC_ATTRS[i].id, FUNC_ATTRS[i].value));
+    if (drv.cuFuncGetAttribute(&cur, (CUfunction_attribute)FUNC_ATTRS[i].id, f) == CUDA_SUCCESS && cur == FUNC_ATTRS[i].value) continue;
+    CK(drv.cuFuncSetAttribute(f, (CUfunction_attribute)FUNC_ATTRS[i].id, FUNC_ATTRS[i].value));
   }
 }
 
@@ -141,7 +217,7 @@ static void launch(void) {
   cfg.numAttrs = N_LAUNCH_ATTRS;
   /* the parameter bytes as captured: pointers in them are the captured VAs, reserved above */
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &params_bytes, CU_LAUNCH_PARAM_END};
-  CK(cuLaunchKernelEx(&cfg, kernel, NULL, extra));
+  CK(drv.cuLaunchKernelEx(&cfg, kernel, NULL, extra));
 }
 
 /* ---- 5. timing ------------------------------------------------------------------------- */
@@ -174,18 +250,19 @@ static const char SPIN_PTX[] =
 
 int main(int argc, char **argv) {
   const char *module_path = NULL;
-  int iters = 20, verify = 1, ordinal = 0;
+  int iters = 20, verify = 1, verify_only = 0, ordinal = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-m") && i + 1 < argc) module_path = argv[++i];
     else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = count_arg("-n", argv[++i]);
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) root_dir = argv[++i];
     else if (!strcmp(argv[i], "-g") && i + 1 < argc) ordinal = count_arg("-g", argv[++i]);
     else if (!strcmp(argv[i], "--no-verify")) verify = 0;
+    else if (!strcmp(argv[i], "--verify-only")) verify_only = 1;
     else {
       /* asked-for help: the usage on stdout, exit 0; anything else is a usage error (exit 2), the argument named */
       const int help = !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
       if (!help) bad_argument(argv[i], "mndg");
-      fprintf(help ? stdout : stderr, "usage: %s [-m MODULE] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g DEVICE (0)] [--no-verify]\n", argv[0]);
+      fprintf(help ? stdout : stderr, "usage: %s [-m MODULE] [-n ITERS (20)] [-d EXPORT_DIR (.)] [-g DEVICE (0)] [--no-verify | --verify-only]\n", argv[0]);
       return help ? 0 : 2;
     }
   }
@@ -195,24 +272,30 @@ int main(int argc, char **argv) {
     check_data(data, 3);
   }
   /* and each one as the export wrote it (its size and checksums): a file damaged in transit is named (exit 3), never replayed */
-  if (verify) verify_data();
-  CUresult r0 = cuInit(0);
+  if (verify || verify_only) verify_data();
+  if (verify_only) { /* the data alone: no driver, no GPU */
+    printf("data: %d files as the export recorded them (sizes and kc64 checksums)\n", N_DATA_FILES);
+    return 0;
+  }
+  /* then the driver: no driver, or one without an entry point the program calls, is exit 2, said */
+  load_driver();
+  CUresult r0 = drv.cuInit(0);
   if (r0 != CUDA_SUCCESS) {
     const char *s = "unknown error";
-    cuGetErrorString(r0, &s);
+    drv.cuGetErrorString(r0, &s);
     fprintf(stderr, "error: cuInit failed (%d): %s\n  This program needs an NVIDIA GPU and its driver.\n", (int)r0, s);
     return 2;
   }
   CUdevice dev;
   CUcontext ctx;
-  CK(cuDeviceGet(&dev, ordinal));
-  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CK(cuCtxSetCurrent(ctx));
+  CK(drv.cuDeviceGet(&dev, ordinal));
+  CK(drv.cuDevicePrimaryCtxRetain(&ctx, dev));
+  CK(drv.cuCtxSetCurrent(ctx));
   char name[256] = "";
   int major = 0, minor = 0;
-  CK(cuDeviceGetName(name, sizeof name, dev));
-  CK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  CK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  CK(drv.cuDeviceGetName(name, sizeof name, dev));
+  CK(drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CK(drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
   char arch[16];
   snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
   printf("kernel %s\n  on %s (%s); captured on %s (%s)\n", shown(KERNEL_DEMANGLED), name, arch, shown(CAPTURED_DEVICE), shown(CAPTURED_ARCH));
@@ -224,7 +307,7 @@ int main(int argc, char **argv) {
 
   /* 3. module, function attributes, module globals */
   CUmodule mod = load_module(module_path ? module_path : data_path(MODULE_FILE), module_path == NULL, arch);
-  CK(cuModuleGetFunction(&kernel, mod, KERNEL_NAME));
+  CK(drv.cuModuleGetFunction(&kernel, mod, KERNEL_NAME));
   apply_function_attributes(kernel);
   /* module globals: the loaded module has its own copies, found by name. A module rebuilt from
    * src/ may lack the other TUs' variables and numbers nvcc's string literals ($str) anew: those
@@ -234,7 +317,7 @@ int main(int argc, char **argv) {
     size_t size = 0;
     global_at[i] = 0;
     if (module_path && !strncmp(GLOBALS[i].name, "$str", 4)) continue;
-    if (cuModuleGetGlobal(&global_at[i], &size, mod, GLOBALS[i].name) != CUDA_SUCCESS) {
+    if (drv.cuModuleGetGlobal(&global_at[i], &size, mod, GLOBALS[i].name) != CUDA_SUCCESS) {
       if (!module_path) die("the module has no global", GLOBALS[i].name);
       global_at[i] = 0;
       continue;
@@ -260,14 +343,14 @@ int main(int argc, char **argv) {
   /* a device copy of the chunks the app changed, to put them back between timed launches */
   unsigned long long backup_bytes = changed_bytes();
   CUdeviceptr backup = 0;
-  if (backup_bytes) CK(cuMemAlloc(&backup, backup_bytes));
-  EACH_CHANGED_RUN(CK(cuMemcpyDtoD(backup + off, (CUdeviceptr)va, n)));
+  if (backup_bytes) CK(drv.cuMemAlloc(&backup, backup_bytes));
+  EACH_CHANGED_RUN(CK(drv.cuMemcpyDtoD(backup + off, (CUdeviceptr)va, n)));
 
   /* 4. one launch, then every range against the after state */
   launch();
-  CUresult done = cuCtxSynchronize();
+  CUresult done = drv.cuCtxSynchronize();
   const char *s = "no error";
-  cuGetErrorString(done, &s);
+  drv.cuGetErrorString(done, &s);
   if (!FAULT_CODE && done != CUDA_SUCCESS) {
     fprintf(stderr, "error: the launch faulted (%d): %s\n  The app's did not; compute-sanitizer ./repro -n 0 shows where.\n", (int)done, s);
     return 2;
@@ -283,43 +366,43 @@ int main(int argc, char **argv) {
     CUmodule spin_mod;
     CUfunction spin;
     CUevent e0, e1;
-    CK(cuModuleLoadData(&spin_mod, SPIN_PTX));
-    CK(cuModuleGetFunction(&spin, spin_mod, "kc_spin"));
+    CK(drv.cuModuleLoadData(&spin_mod, SPIN_PTX));
+    CK(drv.cuModuleGetFunction(&spin, spin_mod, "kc_spin"));
 #if L2_WRITE_BACK
     /* the write-back buffer: twice the L2, at least 256 MiB (kerncap replay's size); without the
      * device memory for it, L2 stays as the restore leaves it, and the line below says so */
     CUfunction evict;
-    CK(cuModuleGetFunction(&evict, spin_mod, "kc_evict"));
+    CK(drv.cuModuleGetFunction(&evict, spin_mod, "kc_evict"));
     int l2_bytes = 0;
-    cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev);
+    drv.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev);
     unsigned long long flush_bytes = 2ull * (unsigned long long)l2_bytes > (256ull << 20) ? 2ull * (unsigned long long)l2_bytes : 256ull << 20;
     CUdeviceptr flush = 0, sink = 0;
-    if (cuMemAlloc(&flush, flush_bytes) != CUDA_SUCCESS || cuMemAlloc(&sink, 4) != CUDA_SUCCESS) flush = 0;
-    if (flush) CK(cuMemsetD8(flush, 0, flush_bytes));
+    if (drv.cuMemAlloc(&flush, flush_bytes) != CUDA_SUCCESS || drv.cuMemAlloc(&sink, 4) != CUDA_SUCCESS) flush = 0;
+    if (flush) CK(drv.cuMemsetD8(flush, 0, flush_bytes));
 #endif
-    CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
-    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    CK(drv.cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(drv.cuEventCreate(&e1, CU_EVENT_DEFAULT));
     float *us = malloc(sizeof(float) * (size_t)iters);
     for (int i = -2; i < iters; i++) {
-      EACH_CHANGED_RUN(CK(cuMemcpyDtoD((CUdeviceptr)va, backup + off, n)));
+      EACH_CHANGED_RUN(CK(drv.cuMemcpyDtoD((CUdeviceptr)va, backup + off, n)));
       for (int g = 0; g < N_GLOBALS; g++)
         if (GLOBALS[g].changed && global_at[g]) restore_range(before, &GLOBALS[g], global_at[g]);
 #if L2_WRITE_BACK
       if (flush) {
         unsigned long long words = flush_bytes / 4;
         void *evict_args[] = {&flush, &words, &sink};
-        CK(cuLaunchKernel(evict, 1024, 1, 1, 256, 1, 1, 0, NULL, evict_args, NULL));
+        CK(drv.cuLaunchKernel(evict, 1024, 1, 1, 256, 1, 1, 0, NULL, evict_args, NULL));
       }
 #endif
       unsigned long long ns = 30000;
       void *spin_args[] = {&ns};
-      CK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, spin_args, NULL));
-      CK(cuEventRecord(e0, NULL));
+      CK(drv.cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, spin_args, NULL));
+      CK(drv.cuEventRecord(e0, NULL));
       launch();
-      CK(cuEventRecord(e1, NULL));
-      CK(cuEventSynchronize(e1));
+      CK(drv.cuEventRecord(e1, NULL));
+      CK(drv.cuEventSynchronize(e1));
       float ms = 0;
-      CK(cuEventElapsedTime(&ms, e0, e1));
+      CK(drv.cuEventElapsedTime(&ms, e0, e1));
       if (i >= 0) us[i] = ms * 1000;
     }
     qsort(us, (size_t)iters, sizeof *us, cmp_float);

@@ -91,6 +91,7 @@ describe.skipIf(!READY)(`kerncap export of a hip capture: the HSA program ${REAS
     expect(readme).toContain("never run on AMD hardware");
     expect(readme).toContain("hsa_amd_vmem_address_reserve");
     expect(readme).not.toContain("cuMemAddressReserve");
+    expect(readme).not.toContain("--verify-only"); // the CUDA program's option only
   });
 
   test("built against Debian's ROCm headers and libhsa-runtime64, run on the stand-in runtime: MATCH when the kernel gives the app's after state", async () => {

@@ -250,6 +250,11 @@ describe("kerncap export: the folder", () => {
     const readme = readFileSync(join(out, "README.md"), "utf8");
     expect(readme).toContain("make run-src");
     expect(readme).toContain("[first chunk, chunk count, file offset]");
+    // what it takes (nu12 #3): the minimum CUDA to build and to run, the data check alone
+    expect(readme).toContain(
+      "Minimum CUDA: to build, the toolkit's headers (`cuda.h`) of **CUDA 12.0** or newer; to run, an\nNVIDIA GPU and a driver for **CUDA 12.0** or newer",
+    );
+    expect(readme).toContain("./repro --verify-only   # the data files' check alone, no GPU or driver: exit 0 intact, 3 damaged");
     expect(readme).not.toContain("## Triton");
     // the demo's is said as made without a GPU (found by a new user: "captured by kerncap on no GPU: …")
     expect(readme).toContain("One launch of this kernel, made by kerncap demo without a GPU (for sm\\_90)");
@@ -468,7 +473,7 @@ describe("kerncap export: the folder", () => {
 });
 
 describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h and run on a fake driver", () => {
-  test("every driver entry point repro.c calls is declared in cuda.h", async () => {
+  test("repro.c calls no driver entry point by link: each is resolved by the name cuda.h gives it (versioned), every one declared there", async () => {
     const { cap, out } = await demo();
     exportCapture(cap, out);
     const o = join(out, "repro.o");
@@ -476,14 +481,21 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(c.err).toBe("");
     const undef = sh(["nm", "-u", o])
       .out.split("\n")
-      .map((l) => l.trim().split(/\s+/).pop()!)
-      .filter((s) => /^cu[A-Z]/.test(s));
-    expect(undef).toContain("cuMemAddressReserve");
-    expect(undef).toContain("cuLaunchKernelEx");
+      .map((l) => l.trim().split(/\s+/).pop()!);
+    expect(undef.filter((s) => /^cu[A-Z]/.test(s))).toEqual([]);
+    expect(undef).toContain("dlopen");
+    // the names dlsym is given: string literals of repro.o (the fallback for drivers before 12.8 and the version query left aside)
+    const names = sh(["strings", "-a", o])
+      .out.split("\n")
+      .filter((s) => /^cu[A-Z]\w*$/.test(s) && s !== "cuEventElapsedTime" && s !== "cuDriverGetVersion");
+    expect(names).toContain("cuMemAddressReserve");
+    expect(names).toContain("cuLaunchKernelEx");
+    expect(names).toContain("cuMemAlloc_v2"); // cuda.h's #define, not the bare name (the CUDA 3.1 ABI)
+    expect(names).not.toContain("cuMemAlloc");
     // cuda.h as the compiler sees it: its #defines give the versioned names (cuEventElapsedTime → _v2)
     writeFileSync(join(out, "h.c"), "#include <cuda.h>\n");
     const header = sh([CC!, "-E", "-I", join(CUDA_HOME!, "include"), "h.c"], { cwd: out }).out;
-    for (const s of undef) expect([s, new RegExp(`\\bCUresult\\s+${s}\\s*\\(`).test(header)]).toEqual([s, true]);
+    for (const s of names) expect([s, new RegExp(`\\bCUresult\\s+${s}\\s*\\(`).test(header)]).toEqual([s, true]);
   });
 
   test("the demo capture: MATCH when the kernel writes the app's after state, MISMATCH when it writes nothing or one byte differs", async () => {
@@ -553,39 +565,87 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(novalue.err).toMatch(/^error: -m: the option needs a value\nusage: /);
     expect(novalue.code).toBe(2);
     const help = sh(["./repro", "--help"], { cwd: out, env: { LD_LIBRARY_PATH: fakeDir } });
-    expect(help.out).toContain("[--no-verify]");
+    expect(help.out).toContain("[--no-verify | --verify-only]");
     expect(help.err).toBe("");
     expect(help.code).toBe(0);
   });
 
-  test("no libcuda to link (a toolkit without its driver stub, no driver): make and cmake say what is missing and what to do", async () => {
-    const { cap, out } = await demo();
+  test("no libcuda to link, none to run (nu12 #3): make with gcc links no libcuda; --verify-only checks the data without a driver (0, 3); no driver is exit 2, said, after the data check; an older driver's missing entry point is named", async () => {
+    const { cap, out, m } = await demo();
     exportCapture(cap, out);
-    // a library no machine has stands for libcuda, so that the link fails here whatever this machine holds
-    const r = sh(["make", `CUDA_HOME=${CUDA_HOME}`, "LDFLAGS=-L/nonexistent", "LDLIBS=-lkerncap_no_such_libcuda -lm", "repro"], { cwd: out });
-    expect(r.code).not.toBe(0);
-    expect(r.err).toContain("repro did not build (above). If the linker said 'cannot find -lcuda'");
-    expect(r.err).toContain("make LDFLAGS=-L/path");
-    if (Bun.which("cmake")) {
-      const conf = sh(["cmake", "-B", "cmake-build", "-DCUDA_cuda_driver_LIBRARY=CUDA_cuda_driver_LIBRARY-NOTFOUND", `-DCUDAToolkit_ROOT=${CUDA_HOME}`, "."], {
-        cwd: out,
-      });
-      if (conf.code !== 0) expect(conf.err).toContain("no libcuda to link");
+    // no libcuda on the link line: no -L, no stub; the toolkit's headers only
+    const built = sh(["make", "CC=gcc", `CUDA_HOME=${CUDA_HOME}`, "CFLAGS=-O2 -std=c11 -Wall -Wextra -Werror", "repro"], { cwd: out });
+    expect(built.err).toBe("");
+    expect(built.code).toBe(0);
+    expect(readFileSync(join(out, "Makefile"), "utf8")).not.toContain("-lcuda");
+    expect(sh(["readelf", "-d", "repro"], { cwd: out }).out).not.toMatch(/NEEDED.*libcuda/);
+    const noLib = { LD_LIBRARY_PATH: "" };
+    const ok = sh(["./repro", "--verify-only"], { cwd: out, env: noLib });
+    expect(ok.out).toContain("data: 5 files as the export recorded them");
+    expect([ok.err, ok.code]).toEqual(["", 0]);
+    const systemDriver = /libcuda\.so\.1\b/.test(sh(["/sbin/ldconfig", "-p"]).out);
+    if (!systemDriver) {
+      const none = sh(["./repro"], { cwd: out, env: noLib });
+      expect(none.err).toMatch(/^error: \.\/repro needs an NVIDIA GPU and its driver: libcuda\.so\.1 could not be loaded: [^\n]*libcuda\.so\.1[^\n]*\n$/);
+      expect(none.code).toBe(2);
+    }
+    // older drivers, from the fake one: without cuEventElapsedTime_v2 (before 12.8: the unversioned one serves), without cuLaunchKernelEx (11.8)
+    const old = (dir: string, renames: string[]): string => {
+      mkdirSync(dir);
+      const obj = join(dir, "fake.o");
+      writeFileSync(join(dir, "version.c"), "#include <cuda.h>\nCUresult cuDriverGetVersion(int *v) { *v = 11080; return CUDA_SUCCESS; }\n");
+      const steps = [
+        [CC!, "-c", "-fPIC", "-O1", "-I", join(CUDA_HOME!, "include"), FAKE_LIBCUDA, "-o", obj],
+        ["objcopy", ...renames.flatMap((r) => ["--redefine-sym", r]), obj],
+        [CC!, "-shared", "-fPIC", "-I", join(CUDA_HOME!, "include"), obj, join(dir, "version.c"), "-o", join(dir, "libcuda.so.1")],
+      ];
+      for (const step of steps) expect(sh(step).err).toBe("");
+      return dir;
+    };
+    const d128 = old(join(out, "..", "driver-12.0"), ["cuEventElapsedTime_v2=cuEventElapsedTime"]);
+    writeFileSync(join(out, "..", "k.txt"), appWrites(out, m));
+    const on120 = sh(["./repro", "-n", "2"], { cwd: out, env: { LD_LIBRARY_PATH: d128, KC_FAKE_KERNEL: join(out, "..", "k.txt") } });
+    expect(on120.out).toContain("kernel time: median 12.50 us");
+    expect(on120.out).toContain("MATCH: 3 regions");
+    expect(on120.code).toBe(0);
+    const d118 = old(join(out, "..", "driver-11.8"), ["cuEventElapsedTime_v2=cuEventElapsedTime", "cuLaunchKernelEx=kc_gone_cuLaunchKernelEx"]);
+    const on118 = sh(["./repro"], { cwd: out, env: { LD_LIBRARY_PATH: d118 } });
+    expect(on118.err).toMatch(
+      /^error: the NVIDIA driver has no cuLaunchKernelEx: \.\/repro needs a driver for CUDA 12\.0 or newer \(this one is for CUDA 11\.8\)/,
+    );
+    expect(on118.out).toBe("");
+    expect(on118.code).toBe(2);
+    // a flipped byte: exit 3 with and without --verify-only, named before any driver is looked for (here: none, or one without cuLaunchKernelEx)
+    const before = join(out, "data", m.memory.before);
+    const bytes = readFileSync(before);
+    const at = m.regions.find((r) => r.before.extents.length)!.before.extents[0]![2] + 5;
+    bytes[at] = bytes[at]! ^ 0x10;
+    rmSync(before);
+    writeFileSync(before, bytes);
+    for (const [args, env] of [
+      [["--verify-only"], noLib],
+      [[], noLib],
+      [[], { LD_LIBRARY_PATH: d118 }],
+    ] as const) {
+      const r = sh(["./repro", ...args], { cwd: out, env });
+      expect(r.err).toContain(`error: data/${m.memory.before} is damaged: bytes `);
+      expect(r.err).not.toContain("driver");
+      expect(r.code).toBe(3);
     }
   });
 
   test.skipIf(!Bun.which("cmake"))(
-    "CMakeLists.txt builds the same program (CUDA::cuda_driver pointed at the fake driver: this machine has no libcuda)",
+    "CMakeLists.txt builds the same program, linking no libcuda (the fake driver found at run time: this machine has no libcuda)",
     async () => {
       const { cap, out, m } = await demo();
       exportCapture(cap, out);
-      const conf = sh(["cmake", "-B", "cmake-build", `-DCUDA_cuda_driver_LIBRARY=${join(fakeDir, "libcuda.so")}`, `-DCUDAToolkit_ROOT=${CUDA_HOME}`, "."], {
-        cwd: out,
-      });
+      expect(readFileSync(join(out, "CMakeLists.txt"), "utf8")).not.toContain("cuda_driver");
+      const conf = sh(["cmake", "-B", "cmake-build", `-DCUDAToolkit_ROOT=${CUDA_HOME}`, "."], { cwd: out });
       expect(conf.code).toBe(0);
       const build = sh(["cmake", "--build", "cmake-build"], { cwd: out });
       expect(build.err).toBe("");
       expect(build.code).toBe(0);
+      expect(sh(["readelf", "-d", "cmake-build/repro"], { cwd: out }).out).not.toMatch(/NEEDED.*libcuda/);
       const r = sh(["./cmake-build/repro", "-n", "0"], { cwd: out, env: { LD_LIBRARY_PATH: fakeDir } });
       expect(r.out).toContain("MISMATCH: 3 regions");
       expect(r.out).not.toContain("kernel time"); // -n 0: no timed launch (under compute-sanitizer, Nsight)
