@@ -27,6 +27,7 @@ import { NEEDS_GPU, WITHOUT_GPU } from "../native/libcuda-search.ts";
 import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
 import { describeResources, moduleResources, type ModuleResources } from "../rebuild/resources.ts";
+import { shellPath } from "../util/shell-quote.ts";
 
 export { describeResources, moduleResources, type ModuleResources };
 
@@ -107,7 +108,8 @@ export function validateGates(c: OpenedCapture, r: ValidateRequest): void {
   if (r.confine) requireRenderedBuild(dir, m);
   // a received capture's build.sh: shown and refused without --trust (confined, kerncap mcp: in the error itself, which is what its agent reads)
   assertRebuildWritable(dir); // a folder this user may not write: said before the trust question
-  requireTrustedBuild(dir, m, r.trust, { inMessage: r.confine });
+  // the command to paste keeps --build-only (nu12 #19: pasted without it on a machine without a GPU, it built, then E_NO_GPU)
+  requireTrustedBuild(dir, m, r.trust, { inMessage: r.confine, ...(r.buildOnly ? { command: `kerncap validate ${shellPath(dir)} --build-only` } : {}) });
   // --trust on the command line of a build.sh kerncap did not write: remembered, so that kerncap mcp runs it too
   // (a received capture's was recorded above, with the digest the user approved, not read again)
   if (!r.confine && r.trust && !runsTrustedCopy(dir)) trustChangedBuild(dir, m);

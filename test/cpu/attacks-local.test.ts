@@ -175,6 +175,9 @@ describe("attack: a group member edits build.sh of a capture made here in a team
     expect(v.doc.error.message).toContain(trust.digest);
     expect(trust.files).toEqual([{ name: "build.sh", size: statSync(join(cap, "build.sh")).size, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
     expect(trust.command).toBe(`kerncap validate ${cap} --trust=${trust.digest}`);
+    // --build-only kept in the command to paste (nu12 #19: pasted without it where there is no GPU, it built, then E_NO_GPU)
+    const b = cli(["validate", cap, "--build-only"]);
+    expect(b.doc.error.details.trust.command).toBe(`kerncap validate ${cap} --build-only --trust=${trust.digest}`);
     // plain --trust is not enough: the folder read and the folder built could be two
     const t = cli(["validate", cap, "--trust"]);
     expect(t.code).toBe(2);
