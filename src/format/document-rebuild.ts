@@ -5,6 +5,7 @@
  */
 import * as v from "valibot";
 import { Compare } from "./document-parts.ts";
+import { BuildDiagnostic } from "./eval-record.ts";
 
 /**
  * A pruned build's steps (ms): build.sh --dryrun (0 when its plan was reused), the preprocessing
@@ -125,4 +126,6 @@ export const WatchLineFields = {
   code: v.optional(v.string()),
   message: v.optional(v.string()),
   hint: v.optional(v.nullable(v.string())),
+  /** A build-error line's compiler diagnostics (as kerncap.error/1's E_BUILD `error.details.diagnostics`: file, line, column, severity, text); absent where the compiler gave none. */
+  diagnostics: v.optional(v.array(BuildDiagnostic)),
 };

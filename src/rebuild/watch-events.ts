@@ -6,6 +6,7 @@ import type { RegionMismatch, ReplayResult } from "../replay/engine.ts";
 import { mismatchReason } from "../replay/run-result.ts";
 import type { TimingComparison } from "../replay/stats.ts";
 import type { FastBuildSteps } from "../frontends/frontend.ts";
+import type { Diagnostic } from "../frontends/confine.ts";
 import type { Builder } from "./rebuilder.ts";
 import { describeResources, type ModuleFigures } from "./resources.ts";
 
@@ -91,6 +92,8 @@ export type WatchEvent =
       saveToVerdictSeconds: number;
       /** error: a kernel fault made the CUDA context unusable and the memory was restored again in a new one. */
       reopened?: boolean;
+      /** build-error: the compiler's diagnostics (E_BUILD's error.details.diagnostics), where it gave any. */
+      diagnostics?: Diagnostic[];
     };
 
 function verdictWord(e: Extract<WatchEvent, { event: "verdict" }>): string {

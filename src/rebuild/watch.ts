@@ -38,6 +38,7 @@ import { FIX_AND_VALIDATE } from "../frontends/build.ts";
 import { Rebuilder, rebuiltRun, type Builder, type Rebuilt } from "./rebuilder.ts";
 import { BuildSuperseded } from "../frontends/build.ts";
 import { verdictEvent, type ResetLine, type Trigger, type WatchEvent } from "./watch-events.ts";
+import type { Diagnostic } from "../frontends/confine.ts";
 
 export { verdictEvent, watchLine, type ResetLine, type Trigger, type WatchEvent } from "./watch-events.ts";
 export type { Builder } from "./rebuilder.ts";
@@ -439,6 +440,8 @@ function buildErrorEvent(b: Extract<Built, { ok: false }>, base: { trigger: Trig
     buildSeconds: b.seconds,
     builder: b.builder,
     saveToVerdictSeconds,
+    // the compiler's messages, structured, as validate's E_BUILD carries them (nu12 #6: an editor had to parse message)
+    ...(Array.isArray(b.error.details?.diagnostics) && b.error.details.diagnostics.length ? { diagnostics: b.error.details.diagnostics as Diagnostic[] } : {}),
   };
 }
 

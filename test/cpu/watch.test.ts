@@ -387,6 +387,8 @@ describe("the watch loop, with a replay session that needs no GPU (./watch-child
       const ce = await next(3);
       expect(ce).toMatchObject({ event: "build-error", code: "E_BUILD" });
       expect(ce.message).toContain('src/k.cu(1): error: expected a ";"');
+      // structured, as validate's E_BUILD carries them (nu12 #6)
+      expect(ce.diagnostics).toContainEqual({ file: "src/k.cu", line: 1, column: null, severity: "error", text: 'expected a ";"' });
       writeFileSync(join(dir, "src/k.cu"), "ok again\n");
       expect(await next(4)).toMatchObject({ event: "verdict", verdict: "match" });
       // a save while build.sh builds the previous one (its compiler started once the burst was quiet): that build is stopped

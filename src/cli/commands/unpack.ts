@@ -46,7 +46,10 @@ export default defineCommand({
       log.success(
         `unpacked ${plural(r.files, "file")} into ${escapeForTerminal(r.dir, { oneLine: true })} (${formatBytes(r.bytes.files)}${r.sparseFiles ? `, ${r.sparseFiles} sparse` : ""}); checksums of the files match`,
       );
-      log.info(`next: kerncap inspect ${shellPath(r.dir)} --verify ; kerncap replay ${shellPath(r.dir)}`);
+      // unpack checked every checksum (no --verify), and the capture is received: its build shows what it runs before it runs (nu12 #13)
+      log.info(
+        `next: kerncap inspect ${shellPath(r.dir)} ; kerncap replay ${shellPath(r.dir)} (a GPU) ; kerncap validate ${shellPath(r.dir)} --build-only (shows what its build runs first)`,
+      );
     }
     return 0;
   },
