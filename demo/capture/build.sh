@@ -6,8 +6,8 @@
 # Compiles the slice src/saxpy.kerncap-slice.cu (the TU up to the kernel's definition, without the other kernels' bodies) while it was made from the current
 # src/saxpy.cu (the sha256 on its first line; `kerncap validate` remakes it after an edit), else
 # the whole TU; when the slice does not build, the whole TU (and, once that builds, the slice is not
-# tried again for that text of the TU; the slice's messages are in build/slice-build.log, and shown nowhere else
-# when the whole TU fails too: its error, last, is the one to read). A slice edited by hand (its body no
+# tried again for that text of the TU; the slice's messages are in slice-build.log beside OUTPUT, build/ by
+# default, and shown nowhere else when the whole TU fails too: its error is the one to read). A slice edited by hand (its body no
 # longer the body= hash on its first line) is compiled as it is, its error the build's.
 # Lines starting with "kerncap:" on stderr say which was compiled and why.
 #
@@ -33,6 +33,8 @@ esac
 cd "$here"
 out="${1:-$here/build/kernel.cubin}"
 mkdir -p "$(dirname "$out")"
+# no earlier module left at OUTPUT by a build that fails (nu12 #7: replay --against timed the old kernel)
+rm -f "$out"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 compile() { # compile SOURCE OUTPUT
   # shellcheck disable=SC2086
@@ -78,11 +80,11 @@ if [ "$src" = "$slice" ]; then
     echo "kerncap: the slice src/saxpy.kerncap-slice.cu, edited by hand, does not build (its messages above); the whole TU is not compiled in its place" >&2
     exit 1
   else
-    # said before the whole TU compiles: when that fails too, its error comes last, the one to read
-    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: $shown): compiling the whole TU src/saxpy.cu" >&2
-    # not marked as failed when neither builds: the cause may be the toolchain (NVCC unset or
-    # gone) or an edit, not the slice; the next build tries the slice again
+    # the whole TU in its place; when that fails too, the error is in the edited source (or the
+    # toolchain), not the slice: only the compiler's messages are said, the error last (nu12 #2: a
+    # note blaming the slice came first); not marked as failed then: the next build tries the slice again
     compile "$tu" "$cubin" || exit 1
+    echo "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: $shown): compiled the whole TU src/saxpy.cu in its place" >&2
     echo "$have" >"$failed"
   fi
 else

@@ -339,7 +339,14 @@ export class Rebuilder {
     assertRebuildWritable(this.dir); // before the pruned build's folder, not as a file inside it
     assertRegularTree(this.dir, "src"); // before the fast build too: no FIFO, device or link under src/ for a compiler to read
     this.fe.beforeBuild?.(this.dir, this.m);
-    return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast) : this.buildSh()));
+    try {
+      return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast) : this.buildSh()));
+    } catch (e) {
+      // a failed rebuild leaves no earlier module where the docs say the last rebuild's is (nu12 #7: replay --against
+      // timed the old kernel); build.sh removes its own OUTPUT before it compiles, a pruned build's published copy goes here
+      if (this.fast && isKerncapError(e) && e.code !== "E_INTERRUPTED") rmSync(resolveInCapture(this.dir, this.fast.buildShModule).path, { force: true });
+      throw e;
+    }
   }
 
   /**
