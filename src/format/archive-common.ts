@@ -12,6 +12,7 @@ import { removeStaleTemps } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import type { Extent } from "./sparse-extents.ts";
+import { badArchive } from "./zip.ts";
 
 export const PACK_INDEX = "kerncap-pack.json";
 
@@ -331,4 +332,31 @@ export function foreignEntry(path: string, members: ReadonlySet<string>): string
 /** The folders of `files` (root-relative paths) that hold a kerncap.json: a capture set's members. */
 export function captureMembers(files: readonly string[]): Set<string> {
   return new Set(files.filter((f) => /^[^/]+\/kerncap\.json$/.test(f)).map((f) => f.split("/")[0]!));
+}
+
+/**
+ * The archive's root folder name and every folder and file name in its index: no separator, no
+ * `.`/`..`, no control character, portable (unportableName): names are data, refused before any
+ * folder is made. @throws KerncapError E_ARCHIVE
+ */
+export function refuseUnsafeNames(archive: string, idx: PackIndex): void {
+  if (!/^[^/\\\0]+$/.test(idx.root) || idx.root === "." || idx.root === "..") throw badArchive(archive, `bad root folder name ${JSON.stringify(idx.root)}`);
+  if (/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(idx.root))
+    throw badArchive(
+      archive,
+      `the root folder name ${JSON.stringify(idx.root)} holds a control character (an escape sequence, a newline, a bidi override): it would not be shown as it is`,
+    );
+  // names are data: a root or entry name outside the portable set is refused before any folder is made
+  const members = captureMembers(idx.files.map((f) => f.path));
+  for (const [what, name] of [
+    ["root folder name", idx.root] as const,
+    ...idx.dirs.map((d) => ["folder", d.replace(/\/+$/, "")] as const),
+    ...idx.files.map((f) => ["file", f.path] as const),
+  ]) {
+    const why = what === "root folder name" ? unfitRootName(name) : (unportableName(name) ?? (what === "file" ? foreignEntry(name, members) : undefined));
+    if (why)
+      throw new KerncapError("E_ARCHIVE", `${archive}: the ${what} ${escapedForMessage(name)} ${why}`, {
+        hint: "kerncap unpacks only portable names (letters, digits and ._+-); nothing was unpacked. Ask the sender to rename it and pack again.",
+      });
+  }
 }

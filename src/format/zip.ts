@@ -18,7 +18,8 @@
  * any entry whose external attributes give a Unix file type other than a regular file or a folder
  * (a symbolic link, a device, a FIFO, a socket: `unzip` would make that, kerncap never writes one).
  * Each entry's extra fields, local and central, are read (CdEntry.oddExtra): any but the ZIP64 field
- * (the only one pack writes), a field twice or a malformed block is refused by unpack once the
+ * (the only one pack writes) and the two that zip -r adds and that name nothing (EXTRA_HARMLESS), a
+ * field twice or a malformed block is refused by unpack once the
  * archive claims to be kerncap's (src/format/unpack.ts readIndex), since other readers act on them:
  * unzip names an entry by its Info-ZIP Unicode Path field (0x7075), kerncap by the header's name.
  */
@@ -52,6 +53,14 @@ const EXTRA_NAMES: Record<number, string> = {
   0x7875: "Info-ZIP Unix UID/GID",
   0x000a: "NTFS times",
 };
+/**
+ * Extra fields Info-ZIP's zip writes that name nothing and hold no content, so no reader unpacks an
+ * entry differently for them: the extended timestamp (0x5455, an mtime) and the Unix UID/GID
+ * (0x7875, applied by unzip -X only, and never by kerncap). An archive unzipped and zipped again
+ * with `zip -r` carries them on every entry (nu12 #18: refused, the sender asked to pack again);
+ * taken once each, the rest of the rule standing.
+ */
+const EXTRA_HARMLESS = new Set([0x5455, 0x7875]);
 /** The file-type bits of a Unix st_mode (the high 16 bits of the external attributes, as Info-ZIP's unzip reads them). */
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
@@ -268,7 +277,7 @@ function readExtras(extra: Uint8Array, want = extra.length): { odd?: string; alt
     if (o + 4 + len > extra.length) return { odd: odd ?? `an extra field ${hex} running past the end of its block`, altNames };
     if (tag === EXTRA_UNICODE_PATH && len > 5) altNames.push(new TextDecoder().decode(extra.subarray(o + 9, o + 4 + len)));
     if (!odd && seen.has(tag)) odd = `the extra field ${hex} twice`;
-    else if (!odd && tag !== EXTRA_ZIP64) odd = `an extra field ${hex}${EXTRA_NAMES[tag] ? ` (${EXTRA_NAMES[tag]})` : ""}`;
+    else if (!odd && tag !== EXTRA_ZIP64 && !EXTRA_HARMLESS.has(tag)) odd = `an extra field ${hex}${EXTRA_NAMES[tag] ? ` (${EXTRA_NAMES[tag]})` : ""}`;
     seen.add(tag);
     o += 4 + len;
   }

@@ -91,7 +91,7 @@ describe("unpack refuses", () => {
       ],
       ["local", unicodePathField(readme, "cap/Makefile"), "an extra field 0x7075 (Info-ZIP Unicode Path: unzip names the entry by it) in its local header"],
       ["central", extraField(0x6375, "\x01\0\0\0\0hi"), "an extra field 0x6375 (Info-ZIP Unicode Comment) in its central directory record"],
-      ["local", extraField(0x5455, "\x01\0\0\0\0"), "an extra field 0x5455 (extended timestamp) in its local header"],
+      ["local", Buffer.concat([extraField(0x5455, "\x01\0\0\0\0"), extraField(0x5455, "\x01\0\0\0\0")]), "the extra field 0x5455 twice in its local header"],
       ["central", extraField(0xcafe, ""), "an extra field 0xcafe in its central directory record"],
       ["central", Buffer.concat([zip64, zip64]), "the extra field 0x0001 twice in its central directory record"],
       ["local", Buffer.from([1, 0, 9]), "3 stray bytes after the extra fields in its local header"],
@@ -114,6 +114,28 @@ describe("unpack refuses", () => {
     expect(readdirSync(u.dir)).toContain("README.md");
     expect(readdirSync(u.dir)).not.toContain("Makefile");
   });
+
+  test.skipIf(!Bun.which("zip") || !Bun.which("unzip"))(
+    "an archive unzipped and zipped again with zip -r (timestamps, uid/gid fields, folder entries) unpacks, received; an entry the index lacks is still refused (nu12 #18)",
+    async () => {
+      const a = await packed();
+      const x = join(a.root, "x");
+      mkdirSync(x);
+      const run = (cmd: string[]) => expect(Bun.spawnSync(cmd, { cwd: x, stderr: "pipe" }).exitCode).toBe(0);
+      run(["unzip", "-q", a.write(a.entries)]);
+      run(["zip", "-qr", join(a.root, "re.zip"), "cap"]);
+      const raw = readRawZip(join(a.root, "re.zip"));
+      expect(raw.some((e) => e.name === "cap/")).toBe(true); // zip -r's folder entries, and its 0x5455/0x7875 fields on each
+      const u = await unpackArchive(join(a.root, "re.zip"), join(a.root, "out"));
+      expect(readdirSync(u.dir)).toContain("kerncap.json");
+      expect(existsSync(join(u.dir, "kerncap-received.json"))).toBe(true);
+      // a file added before zipping again is no folder entry: refused as before
+      writeFileSync(join(x, "cap/extra.txt"), "x");
+      run(["zip", "-qr", join(a.root, "re2.zip"), "cap"]);
+      const e = await refusal(() => unpackArchive(join(a.root, "re2.zip"), join(a.root, "out2")));
+      expect(e.message).toContain('entry "cap/extra.txt" is not in kerncap-pack.json');
+    },
+  );
 
   test("a zip without an index whose Unicode Path field leaves the folder: refused as unsafe, no hint to use unzip", async () => {
     const a = await packed();
