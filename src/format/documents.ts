@@ -17,6 +17,7 @@ import * as v from "valibot";
 import { Manifest, ProcessIdentity } from "./manifest.ts";
 import { JUDGE_SCHEMA, JudgeFile } from "./judge-file.ts";
 import { CandidateList } from "./candidate-list.ts";
+import { ERROR_CODES, type ErrorCode } from "../error-codes.ts";
 
 /** Version of every verb's JSON document; bump a verb's entry on an incompatible change. */
 export const DOCUMENT_VERSIONS = {
@@ -490,10 +491,17 @@ export const DOCUMENTS = {
   error: v.object({
     ...id("error"),
     error: v.object({
-      code: v.string(),
+      /** One of the stable codes of docs/errors.md (src/error-codes.ts: its exit status and hint there). */
+      code: v.picklist(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]]),
       message: v.string(),
       hint: v.nullable(v.string()),
-      /** Structured facts behind the message where the error has them: tune's `configs`, each config's build (label, build: built | compile-error | layout-change | error | not built, registers, error), and its warnings (what it said on stderr before the configs ran). */
+      /**
+       * Structured facts behind the message where the error has them: E_BUILD's `diagnostics` (the
+       * compiler's: file, line, column, severity, text), E_NO_GPU's `rebuild` (validate's rebuild,
+       * done before the replay refused), E_UNTRUSTED's `trust` (digest, files, command), tune's
+       * `configs` (each config's build: built | compile-error | layout-change | error | not built,
+       * registers, error) and its warnings (what it said on stderr before the configs ran).
+       */
       details: v.optional(v.record(v.string(), v.unknown())),
     }),
   }),

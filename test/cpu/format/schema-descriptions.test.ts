@@ -8,6 +8,7 @@ import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { jsonSchemaOf } from "../../../src/format/documents.ts";
 import { outputSchema } from "../../../src/mcp/tools.ts";
+import { ERROR_CODES } from "../../../src/error-codes.ts";
 
 const ROOT = join(import.meta.dir, "../../..");
 
@@ -39,4 +40,12 @@ test("an MCP tool's output schema carries the same descriptions (what an agent r
   const doc = out.anyOf[0];
   expect(doc.properties.results.description).toContain("--jsonl results file");
   expect(out.anyOf[1].properties.error).toBeDefined();
+});
+
+test("kerncap.error/1's code is the enum of the stable codes, and details names what the codes carry (nu12 #16)", () => {
+  const err = (jsonSchemaOf("error") as any).properties.error.properties;
+  expect(err.code.enum).toContain("E_BUILD");
+  expect(err.code.enum).toContain("E_STDERR_CLOSED"); // printed by the CLI itself (src/cli/main.ts)
+  expect(new Set(err.code.enum)).toEqual(new Set(Object.keys(ERROR_CODES)));
+  for (const k of ["diagnostics", "rebuild", "trust", "configs"]) expect(err.details.description).toContain(k);
 });
