@@ -6,12 +6,10 @@
 import { cubinToolVersion } from "../codeobj/cubin.ts";
 import { pickCubin } from "../codeobj/fatbin.ts";
 import { escapeForTerminal } from "../escape.ts";
-import { isLeftOutOfSources } from "../format/file-names.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { portabilityWarnings } from "../format/pack.ts";
 import { redactManifest } from "../format/redact.ts";
-import { differingFiles } from "../format/source-digests.ts";
-import { frontendOf } from "../frontends/index.ts";
+import { sourcesChanged, sourceChangeText, type SourceChange } from "../frontends/source-changes.ts";
 import { log } from "../log.ts";
 import { describeJudging } from "../replay/judge-settings.ts";
 import { leftOutLine } from "../util/format.ts";
@@ -97,38 +95,6 @@ export function readmeContext(
 }
 
 /**
- * The exported src/ files that differ from what the capture wrote (manifest.sources: edited, added,
- * gone, as `kerncap inspect` reads them), the frontend's generated files (CUDA's slice) and the
- * files the export leaves out passed over; [] when the manifest records no digests.
- * @returns one entry per file, edited first, then added, then gone
- */
-function sourcesChanged(capDir: string, m: Manifest, leftOut: readonly string[]): SourceChange[] {
-  if (!m.sources) return [];
-  let generated: string[] = [];
-  try {
-    generated = (frontendOf(m).generatedSources?.(m) ?? []).map((g) => `src/${g}`);
-  } catch {
-    // a frontend this kerncap does not know: every file compared
-  }
-  const ignore = (p: string) => generated.includes(p) || leftOut.includes(p) || isLeftOutOfSources(p);
-  const d = differingFiles(capDir, m.sources, { ignore });
-  return [
-    ...d.edited.map((path) => ({ path, change: "edited" as const })),
-    ...d.added.map((path) => ({ path, change: "added" as const })),
-    ...d.gone.map((path) => ({ path, change: "gone" as const })),
-  ];
-}
-
-/** An exported src/ file that differs from what the capture wrote: its path (relative to the capture, `src/x.cu`) and how (inspect's reproducer.sources lists). */
-export interface SourceChange {
-  path: string;
-  change: "edited" | "added" | "gone";
-}
-
-/** A change as the warning and the README say it: `src/x.cu (edited)`. */
-export const sourceChangeText = (c: SourceChange) => `${c.path} (${c.change})`;
-
-/**
  * The export README's toolchain facts (raw manifest text: the template escapes it): the GPU and
  * its driver's CUDA version (cuDriverGetVersion), the tool that assembled the captured module's
  * machine code for the captured architecture (.note.nv.tkinfo: ptxas and its release), how the
@@ -166,3 +132,5 @@ export function toolchainContext(m: Manifest, image: Uint8Array): Record<string,
     flagsMissing: words(cuda?.missingFlags).join(", "),
   };
 }
+
+export { sourceChangeText, type SourceChange };

@@ -849,3 +849,16 @@ describe("pack / unpack", () => {
     expect(existsSync(join(back, "kerncap.json"))).toBe(true);
   }, 30_000);
 });
+
+test("pack warns of an edited src/, as export does: the archive ships it as it is now (nu12 #10)", () => {
+  const root = tempDir();
+  const { dir } = writeDemo(join(root, "cap"), false);
+  const pack = () => Bun.spawnSync([process.execPath, MAIN, "pack", dir, "-o", join(root, "cap.zip"), "--force", "--json"], { stdout: "pipe", stderr: "pipe" });
+  expect(JSON.parse(pack().stdout.toString()).warnings.some((w: string) => w.startsWith("src/ differs"))).toBe(false);
+  writeFileSync(join(dir, "src/saxpy.cu"), readFileSync(join(dir, "src/saxpy.cu"), "utf8") + "// edited\n");
+  const edited = pack();
+  expect(edited.exitCode, edited.stderr.toString()).toBe(0);
+  expect(JSON.parse(edited.stdout.toString()).warnings).toContainEqual(
+    expect.stringContaining("src/ differs from the source the captured module was built from: src/saxpy.cu (edited)"),
+  );
+});

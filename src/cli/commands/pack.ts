@@ -14,6 +14,8 @@ import type { PackResult } from "../../format/archive.ts";
 import { formatBytes, leftOutLine, plural } from "../../util/format.ts";
 import { archiveProgress } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
+import { readManifest } from "../../format/capture-dir.ts";
+import { sourcesChanged, sourceChangeText } from "../../frontends/source-changes.ts";
 
 export default defineCommand({
   meta: { name: "pack", description: "Write a capture folder into one .zip to share (memory images stored, holes kept, text deflated)" },
@@ -63,6 +65,19 @@ export default defineCommand({
       if (temporaries.length && !dryRun) log.warn(leftOutLine(temporaries));
       if (r.privateFields.length)
         log.warn(`the archive's kerncap.json holds this capture's ${r.privateFields.join(", ")}; kerncap pack --redact leaves them out`);
+      // an edited src/ ships as it is now, as export says it (nu12 #10: pack said nothing; the recipient's inspect lists the files)
+      const changed = sourcesChanged(
+        dir,
+        readManifest(dir),
+        r.leftOut.map((l) => l.path),
+      );
+      if (changed.length)
+        log.warn(
+          `src/ differs from the source the captured module was built from: ${changed
+            .slice(0, 8)
+            .map((c) => escapeForTerminal(sourceChangeText(c), { oneLine: true }))
+            .join(", ")}${changed.length > 8 ? ", …" : ""}; the archive ships it as it is now (kerncap inspect lists it on the other side)`,
+        );
       for (const w of r.warnings) log.warn(`the reproducer may not rebuild elsewhere: ${escapeForTerminal(w, { oneLine: true })}`); // names from the manifest: one line each
     } finally {
       warned.stop();
