@@ -77,13 +77,14 @@ export const WITHOUT_GPU = `kerncap demo (a sample capture to try the verbs on),
 /** What needs the GPU (GPU_VERBS): the one sentence the E_NO_GPU hints and doctor's fix give, before WITHOUT_GPU. */
 export const NEEDS_GPU = `kerncap ${GPU_VERBS.filter((v) => v !== "validate" && v !== "tune").join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path)`;
 /**
- * E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with the one hint
- * every verb gives: what needs the GPU and what works without it (GPU_VERBS, WITHOUT_GPU).
+ * The one hint of every E_NO_GPU: short (nu12 #14: the whole lists, NEEDS_GPU and WITHOUT_GPU, in
+ * every record of a CI log drowned the signal); `kerncap doctor`'s fix gives them whole.
  */
+export const NO_GPU_HINT =
+  "Run it on a machine with an NVIDIA GPU and its driver (or set KERNCAP_LIBCUDA to libcuda.so.1's path); builds run without one (validate --build-only, eval --build-only, check --rebuild), and kerncap doctor lists what works here.";
+/** E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with NO_GPU_HINT. */
 export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
-  return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, {
-    hint: `${NEEDS_GPU}; ${WITHOUT_GPU}.`,
-  });
+  return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, { hint: NO_GPU_HINT });
 }
 /**
  * What the usual libcuda search (libcudaCandidates without KERNCAP_LIBCUDA) tried, for its failure

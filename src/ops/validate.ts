@@ -23,7 +23,7 @@ import { replayCompared, type ReplayOptions, type ReplayResult, type RunOptions 
 import type { TimingComparison } from "../replay/stats.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import { judgingInEffect } from "../replay/judge-settings.ts";
-import { NEEDS_GPU, WITHOUT_GPU } from "../native/libcuda-search.ts";
+import { NO_GPU_HINT } from "../native/libcuda-search.ts";
 import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
 import { describeResources, moduleResources, type ModuleResources } from "../rebuild/resources.ts";
@@ -253,7 +253,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
       throw new KerncapError("E_NO_GPU", `the rebuild succeeded (${b.module}, ${b.seconds.toFixed(2)} s), but the replay needs a GPU: ${e.message}`, {
         // the same facts for --json and MCP readers (kerncap.error/1 error.details)
         details: { rebuild: facts },
-        hint: `The kernel compiles. ${NEEDS_GPU}; ${WITHOUT_GPU}. kerncap doctor says what this machine lacks.`,
+        hint: `The kernel compiles. ${NO_GPU_HINT}`,
       });
     }
     throw e;

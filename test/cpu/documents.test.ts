@@ -10,7 +10,7 @@ import * as v from "valibot";
 import { runCli } from "../../src/cli/main.ts";
 import { DOCUMENTS, DOCUMENT_VERSIONS, jsonSchemaOf, SCHEMA_NAMES } from "../../src/format/documents.ts";
 import { checkAslr, checkCache, checkNcu } from "../../src/doctor.ts";
-import { noDriverError, WITHOUT_GPU } from "../../src/native/libcuda-search.ts";
+import { NO_GPU_HINT, noDriverError, WITHOUT_GPU } from "../../src/native/libcuda-search.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 import { JUDGE_SCHEMA, JudgeFile } from "../../src/format/judge-file.ts";
 import { writeJudging } from "../../src/replay/judge-settings.ts";
@@ -145,8 +145,11 @@ describe("kerncap doctor", () => {
       else process.env.TMPDIR = saved;
     }
   });
-  test("doctor's fix and the E_NO_GPU hint give the one list of what works without a GPU", () => {
-    expect(noDriverError([]).hint).toEndWith(`; ${WITHOUT_GPU}.`);
+  test("doctor's fix gives the one list of what works without a GPU; the E_NO_GPU hint is short and points at doctor and the builds (nu12 #14: ~110 words in every record)", () => {
+    expect(noDriverError([]).hint).toBe(NO_GPU_HINT);
+    expect(NO_GPU_HINT.split(/\s+/).length).toBeLessThan(45);
+    expect(NO_GPU_HINT).toContain("kerncap doctor lists what works here");
+    expect(NO_GPU_HINT).toContain("eval --build-only");
     expect(WITHOUT_GPU).toContain("validate still rebuilds the edited source");
   });
   test("ncu: found on PATH (its version said), missing a warning that only profile needs it", () => {
