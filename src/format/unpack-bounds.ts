@@ -29,11 +29,38 @@ export function freeBytes(path: string): number | undefined {
 }
 
 /**
- * @param files every file the unpack writes: its capture-relative path and the bytes it stores (a sparse image: its data extents)
- * @param free bytes available at `dest` (default: statfs; undefined: not checked)
- * @throws KerncapError E_IO (not enough free space at `dest`)
+ * The most bytes an archive's files that the manifest gives no size (`src/`, a notes file: not a
+ * memory image, not in files[]) may unpack to together: what a build copies of src/ at most
+ * (src/format/staged-build.ts), 512 MiB. A memory image is bounded by its regions, a listed file by
+ * its size; these were bounded by the disk alone (adversary 30: a 4.3 MB archive of kerncap pack's
+ * own making, one src/ header of 4 GiB, unpacked to 4 GiB; dropped into a shared corpus, every
+ * `kerncap check` of it did so again in the checker's TMPDIR).
  */
-export function checkUnpackBounds(archive: string, files: readonly { path: string; bytes: number }[], dest: string, free = freeBytes(dest)): void {
+export const UNSIZED_MAX_BYTES = 512 << 20;
+
+/**
+ * @param files every file the unpack writes: its capture-relative path, the bytes it stores (a sparse image: its data extents), and whether the manifest bounds its size (sized)
+ * @param free bytes available at `dest` (default: statfs; undefined: not checked)
+ * @throws KerncapError E_ARCHIVE (the files the manifest gives no size past UNSIZED_MAX_BYTES), E_IO (not enough free space at `dest`)
+ */
+export function checkUnpackBounds(
+  archive: string,
+  files: readonly { path: string; bytes: number; sized?: boolean }[],
+  dest: string,
+  free = freeBytes(dest),
+): void {
+  const unsized = files.filter((f) => f.sized === false);
+  const loose = unsized.reduce((a, f) => a + f.bytes, 0);
+  if (loose > UNSIZED_MAX_BYTES) {
+    const big = [...unsized].sort((a, b) => b.bytes - a.bytes).slice(0, 3);
+    throw new KerncapError(
+      "E_ARCHIVE",
+      `${archive}: its files that the manifest gives no size (src/ and the like) would unpack to ${GiB(loose)}, more than the ${GiB(UNSIZED_MAX_BYTES)} a build copies of src/ (largest: ${big.map((f) => `${JSON.stringify(f.path)} ${GiB(f.bytes)}`).join(", ")})`,
+      {
+        hint: "Nothing was written. A capture's sources are far smaller: ask the sender what the archive holds, and to pack the capture without the large files.",
+      },
+    );
+  }
   const total = files.reduce((a, f) => a + f.bytes, 0);
   if (free !== undefined && total + FREE_MARGIN_BYTES > free)
     throw new KerncapError(

@@ -6,6 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { deflateRawSync } from "node:zlib";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture, PACK_INDEX, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
@@ -187,6 +188,64 @@ describe("unpack refuses", () => {
     expect(() => checkUnpackBounds("x.zip", files, "/somewhere/out", 2 ** 33 + FREE_MARGIN_BYTES)).not.toThrow();
     expect(freeBytes(tempDir())).toBeGreaterThan(0);
     expect(freeBytes("/no/such/folder/below/root")).toBeGreaterThan(0); // its nearest existing folder's
+  });
+
+  test("files the manifest gives no size (src/) past 512 MiB together: refused, naming the largest, before a byte is written, however much space is free (adversary 30: 4.3 MB unpacked to 4 GiB)", async () => {
+    const sized = [{ path: "memory/before.bin", bytes: 2 ** 32, sized: true }];
+    const loose = [
+      { path: "src/pad.h", bytes: 2 ** 30, sized: false },
+      { path: "src/k.cu", bytes: 4096, sized: false },
+    ];
+    expect(() => checkUnpackBounds("x.zip", sized, "/out", 2 ** 40)).not.toThrow(); // a memory image is bounded by its regions
+    const e = (() => {
+      try {
+        checkUnpackBounds("x.zip", [...sized, ...loose], "/out", 2 ** 40);
+      } catch (err) {
+        return err as KerncapError;
+      }
+    })();
+    expect(e?.code).toBe("E_ARCHIVE");
+    expect(e?.message).toContain('would unpack to 1.00 GiB, more than the 0.50 GiB a build copies of src/ (largest: "src/pad.h" 1.00 GiB');
+    // through unpack itself: a packed capture with a 600 MiB src/ header (zeros: deflate's ratio), nothing written
+    const a = await packed({ "src/pad.h": "" });
+    const pad = a.entries.find((x) => x.name === "cap/src/pad.h")!;
+    const big = new Uint8Array(600 << 20);
+    const list = a.entries.map((x) => (x === pad ? { ...x, data: deflateRawSync(big), method: 8 as const, usize: big.length, crc: Bun.hash.crc32(big) } : x));
+    const idx = { ...a.index, files: a.index.files.map((f) => (f.path === "src/pad.h" ? { ...f, size: big.length, method: "deflated" as const } : f)) };
+    const r = await refusal(() => unpackArchive(a.write(list, idx), a.out));
+    expect(r.code).toBe("E_ARCHIVE");
+    expect(r.message).toContain('"src/pad.h" 0.59 GiB');
+    expect(onlyArchives(a.root)).toEqual([]);
+  });
+
+  test("an archive counting more than 100000 entries: refused from its end record, before any entry is read (adversary 30: a million took 930 MB and 5 s)", async () => {
+    const count = 200_000;
+    const cd = Buffer.alloc(count * 46); // room enough for the count to be believed
+    const e64 = Buffer.alloc(56);
+    e64.writeUInt32LE(0x06064b50, 0);
+    e64.writeBigUInt64LE(44n, 4);
+    e64.writeBigUInt64LE(BigInt(count), 24);
+    e64.writeBigUInt64LE(BigInt(count), 32);
+    e64.writeBigUInt64LE(BigInt(cd.length), 40);
+    e64.writeBigUInt64LE(0n, 48);
+    const loc = Buffer.alloc(20);
+    loc.writeUInt32LE(0x07064b50, 0);
+    loc.writeBigUInt64LE(BigInt(cd.length), 8);
+    loc.writeUInt32LE(1, 16);
+    const end = Buffer.alloc(22);
+    end.writeUInt32LE(0x06054b50, 0);
+    end.writeUInt16LE(0xffff, 8);
+    end.writeUInt16LE(0xffff, 10);
+    end.writeUInt32LE(0xffffffff, 12);
+    end.writeUInt32LE(0xffffffff, 16);
+    const root = tempDir();
+    const zip = join(root, "many.zip");
+    writeFileSync(zip, Buffer.concat([cd, e64, loc, end]));
+    const t0 = performance.now();
+    const e = await refusal(() => unpackArchive(zip, join(root, "out")));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain("it holds 200000 entries, more than the 100000");
+    expect(performance.now() - t0).toBeLessThan(2000);
   });
 
   test("a memory image larger than the manifest's regions and their layout allow", async () => {
