@@ -73,6 +73,8 @@ export const Rebuild = v.object({
   captured: v.optional(CapturedFigures),
   /** validate --build-only of a CUDA capture: the nvcc build.sh runs (NVCC, else the first on PATH, else /usr/local/cuda/bin/nvcc). */
   nvcc: v.optional(v.nullable(v.string())),
+  /** validate --build-only --arch: the GPU architecture the module was built for instead of the captured one (sm_80); its Figures are that architecture's. */
+  targetArch: v.optional(v.string()),
 });
 
 /** The fields of a `validate --watch --json` line (kerncap.validate-watch/1, less its schema id; src/rebuild/watch-events.ts WatchEvent). */

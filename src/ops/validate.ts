@@ -26,7 +26,7 @@ import { judgingInEffect } from "../replay/judge-settings.ts";
 import { NO_GPU_HINT } from "../native/libcuda-search.ts";
 import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsTrustedCopy, trustChangedBuild } from "./gates.ts";
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
-import { describeResources, moduleResources, type ModuleResources } from "../rebuild/resources.ts";
+import { describeResources, moduleFigures, moduleResources, type ModuleResources } from "../rebuild/resources.ts";
 import { shellPath } from "../util/shell-quote.ts";
 
 export { describeResources, moduleResources, type ModuleResources };
@@ -57,6 +57,8 @@ export interface ValidateOptions {
   fullBuild: boolean;
   /** --confine (kerncap mcp): build.sh alone, refused when it reads outside the capture (src/frontends/confine.ts). */
   confine?: boolean;
+  /** --build-only --arch sm_XX: build for another GPU architecture than the captured one (build.sh alone; RebuilderOptions.targetArch), its figures that architecture's. */
+  targetArch?: string;
 }
 
 /** What `kerncap validate` was asked (its options, checked by the verb). */
@@ -75,7 +77,7 @@ export interface ValidateRequest extends ValidateOptions {
 export interface BuildOnlyResult {
   kernel: string;
   /** nvcc: a CUDA capture's, the nvcc its build.sh runs (src/frontends/build.ts buildShNvcc). */
-  rebuild: Rebuilt & ModuleResources & ConfinedRebuild & { nvcc?: string };
+  rebuild: Rebuilt & ModuleResources & ConfinedRebuild & { nvcc?: string; targetArch?: string };
   wallSeconds: number;
 }
 
@@ -163,8 +165,11 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     force: o.force,
     fullBuild: o.fullBuild,
     ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
+    ...(o.targetArch ? { targetArch: o.targetArch } : {}),
   }).built;
-  return { kernel: m.kernel.name, rebuild: rebuildFacts(c, o, b), wallSeconds: (performance.now() - t0) / 1000 };
+  // another architecture's module: its figures read for that architecture (the captured module's beside it, as captured)
+  const other = o.targetArch ? { ...moduleFigures(b.module, { ...m, device: { ...m.device, arch: o.targetArch } }), targetArch: o.targetArch } : {};
+  return { kernel: m.kernel.name, rebuild: { ...rebuildFacts(c, o, b), ...other }, wallSeconds: (performance.now() - t0) / 1000 };
 }
 
 /**

@@ -67,6 +67,31 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     }
   }, 60_000);
 
+  test("--arch builds for another GPU architecture, its figures that one's; without --build-only, or an arch nvcc does not take, a usage error; -arch in EXTRA_FLAGS says to use --arch (nu12 #4)", () => {
+    const { dir, env } = demo();
+    const r = kerncap(["validate", dir, "--build-only", "--arch", "sm_80", "--json"], env);
+    expect(r.exitCode, r.stderr.toString()).toBe(0);
+    const doc = JSON.parse(r.stdout.toString());
+    expect(() => v.parse(DOCUMENTS["validate-build"], doc)).not.toThrow();
+    expect(doc.rebuild).toMatchObject({ targetArch: "sm_80", builder: "build.sh" });
+    expect(doc.rebuild.registers).toBeGreaterThan(0);
+    expect(doc.rebuild.captured.registers).toBeGreaterThan(0);
+    for (const [args, said] of [
+      [["--arch", "sm_80"], "--arch sm_80 goes with --build-only"],
+      [["--build-only", "--watch", "--arch", "sm_80"], "goes with --build-only alone, not with --watch"],
+      [["--build-only", "--arch", "80"], "is no GPU architecture nvcc takes as -arch"],
+    ] as const) {
+      const bad = kerncap(["validate", dir, ...args], env);
+      expect(bad.exitCode).toBe(2);
+      expect(bad.stderr.toString()).toContain(`E_USAGE: `);
+      expect(bad.stderr.toString()).toContain(said);
+    }
+    const flags = kerncap(["validate", dir, "--build-only", "--json"], { ...env, EXTRA_FLAGS: "-arch=sm_80" });
+    const e = JSON.parse(flags.stdout.toString()).error;
+    expect(e.message).toContain("is built for sm_80, not the captured sm_90");
+    expect(e.hint).toContain("--build-only --arch sm_80");
+  }, 60_000);
+
   test("an editor's lock link (Emacs' dangling .#saxpy.cu) and swap file under src/ are passed over, as pack and export leave them out; another link is still refused", () => {
     const { dir, env } = demo();
     symlinkSync("root@vm.4242:1733380000", join(dir, "src", ".#saxpy.cu"));

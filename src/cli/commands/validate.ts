@@ -73,6 +73,12 @@ export const VALIDATE_ARGS = {
       "Rebuild only, no replay and no GPU: say whether the kernel compiles, with its registers, stack frame and spills beside the captured module's, and the nvcc that built it (exit 0); with --watch, at each save. A CUDA build.sh takes NVCC (another toolkit's nvcc) and EXTRA_FLAGS (more nvcc flags: -maxrregcount=24, -DX=1) from the environment",
     default: false,
   },
+  arch: {
+    type: "string",
+    description:
+      "With --build-only: build for this GPU architecture instead of the captured one (sm_80), its registers and spills that architecture's; judging an edit needs a GPU of the captured architecture (check --rebuild rebuilds for another one and replays there)",
+    valueHint: "SM",
+  },
   trust: {
     type: "boolean",
     description:
@@ -132,7 +138,7 @@ export function describeBuilt(r: BuildOnlyResult): string {
   const res = describeResources(b);
   const by = [b.nvcc, b.toolkit !== null ? `CUDA ${b.toolkit}` : null].filter(Boolean).join(", ");
   return [
-    `BUILT ${r.kernel}: the kernel compiles${res ? `: ${res}` : ""}`,
+    `BUILT ${r.kernel}: the kernel compiles${b.targetArch ? ` for ${b.targetArch} (--arch)` : ""}${res ? `: ${res}` : ""}`,
     `  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}${by ? ` by ${by}` : ""}: ${b.module} (no replay: --build-only)`,
   ]
     .map(oneLine) // each line one line, whatever the manifest's names hold
@@ -147,12 +153,14 @@ export default defineCommand({
     const capture = openCapture(String(args.dir));
     const options = validateOptions(args, rawArgs); // options first: no rebuild for a typo
     if (args["build-only"]) refuseReplayOptions(rawArgs);
+    const targetArch = args.arch !== undefined ? archArg(String(args.arch), Boolean(args["build-only"]), Boolean(args.watch)) : undefined;
     const request = {
       ...options,
       trust: trustArg(args.trust, rawArgs),
       confine: Boolean(args.confine),
       watch: Boolean(args.watch),
       buildOnly: Boolean(args["build-only"]),
+      ...(targetArch ? { targetArch } : {}),
       quiet: !args.verbose,
       stdout: dataStdio(),
     };
@@ -178,3 +186,23 @@ export default defineCommand({
     });
   },
 });
+
+/**
+ * --arch's value, checked: sm_NN (an optional a/f suffix), with --build-only and without --watch.
+ * @throws KerncapError E_USAGE
+ */
+function archArg(arch: string, buildOnly: boolean, watch: boolean): string {
+  if (!buildOnly || watch)
+    throw new KerncapError(
+      "E_USAGE",
+      `--arch ${arch} goes with --build-only${watch ? " alone, not with --watch" : ""}: a replay judges the kernel on the captured architecture's GPU`,
+      {
+        hint: "kerncap validate DIR --build-only --arch sm_80 says whether the edit compiles there, with its registers; kerncap check DIR --rebuild on a GPU of another architecture rebuilds for it and replays.",
+      },
+    );
+  if (!/^sm_\d{2,3}[af]?$/.test(arch))
+    throw new KerncapError("E_USAGE", `--arch ${JSON.stringify(arch)} is no GPU architecture nvcc takes as -arch`, {
+      hint: "For example --arch sm_80 (A100), sm_89 (L40), sm_90 (H100).",
+    });
+  return arch;
+}

@@ -417,11 +417,18 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
   try {
     elf = parseElf(pickCubin(bytes, m.device.arch).cubin);
   } catch (e) {
+    const why = (e as Error).message;
+    // another architecture's code (EXTRA_FLAGS=-arch=sm_80: nu12 #4 read "not a readable cubin") says so, and how to build for it
+    const other = /the cubin is for (sm_\w+)/.exec(why)?.[1];
     throw new KerncapError(
       "E_BUILD",
-      `the module build.sh produced (${modulePath}) is not a readable cubin or fatbin for ${m.device.arch}: ${(e as Error).message}`,
+      other
+        ? `the module build.sh produced (${modulePath}) is built for ${other}, not the captured ${m.device.arch}: ${why}`
+        : `the module build.sh produced (${modulePath}) is not a readable cubin or fatbin for ${m.device.arch}: ${why}`,
       {
-        hint: "build.sh must compile with -cubin (or -fatbin) for the captured arch and print that file's path last.",
+        hint: other
+          ? `To see whether the edit compiles for ${other}, run kerncap validate DIR --build-only --arch ${other} (no -arch in EXTRA_FLAGS); a replay judges it on a ${m.device.arch} GPU.`
+          : "build.sh must compile with -cubin (or -fatbin) for the captured arch and print that file's path last.",
       },
     );
   }
