@@ -57,14 +57,26 @@ export function inspectRegion(dir: string, m: Manifest, args: Record<string, unk
   });
   if (json)
     printJson("region", { dir: resolve(dir), ...d }); // absolute, as every document gives it
-  else printText(describeDump(d));
+  else printText(describeDump(d, m.regions));
   return 0;
 }
 
 const shown = (x: DumpValue) => (typeof x === "number" ? String(x) : x);
 
-/** The dump as text: a heading line, then `index  before  after` rows, `*` where they differ. */
-export function describeDump(d: RegionDump): string {
+/**
+ * A u64 element as the text shows it: hex, and where it points into a captured region, that region
+ * and the offset, as inspect's params line says a pointer (`0x600000200000 → [1] + 0 B`; nu12 #9: a
+ * struct of device pointers read as decimals). --json keeps the decimal string.
+ */
+function pointerShown(x: DumpValue, regions: readonly { va: string; size: number }[]): string {
+  const v = BigInt(x);
+  const at = regions.findIndex((r) => v >= BigInt(r.va) && v < BigInt(r.va) + BigInt(r.size));
+  return `0x${v.toString(16)}${at >= 0 ? ` → [${at}] + ${formatBytes(Number(v - BigInt(regions[at]!.va)))}` : ""}`;
+}
+
+/** The dump as text: a heading line, then `index  before  after` rows, `*` where they differ; u64 elements in hex, a pointer into a region said (pointerShown). */
+export function describeDump(d: RegionDump, regions: readonly { va: string; size: number }[] = []): string {
+  const show = d.dtype === "u64" ? (x: DumpValue) => pointerShown(x, regions) : shown;
   const eb = ELEMENT_BYTES[d.dtype];
   const first = d.offset / eb;
   // an offset inside an element is shown from that element's first byte: said, not silently
@@ -73,7 +85,7 @@ export function describeDump(d: RegionDump): string {
       ? `note: byte ${d.offsetAsked} lies inside element ${first} (${d.dtype}, ${eb} bytes): shown from its first byte, ${d.offset}\n`
       : "";
   const head = `region [${d.region}] ${d.va}, ${formatBytes(d.size)}, ${d.changed ? "written by the launch" : "not changed by the launch"}; ${d.dtype}${d.dtypeFrom === "default" ? " (the default: --dtype sets it)" : d.dtypeFrom === "frontend" ? " (the kernel's signature)" : ""}; elements ${first}–${first + d.count - 1} of ${first + d.elements} (from byte ${d.offset})`;
-  const rows = d.before.map((b, i) => [String(first + i), shown(b), shown(d.after[i]!), d.differing.includes(i) ? "*" : ""]);
+  const rows = d.before.map((b, i) => [String(first + i), show(b), show(d.after[i]!), d.differing.includes(i) ? "*" : ""]);
   const w = [5, 6, 5].map((min, c) => Math.max(min, ...rows.map((r) => r[c]!.length)));
   const line = (r: string[]) => `  ${r[0]!.padStart(w[0]!)}  ${r[1]!.padStart(w[1]!)}  ${r[2]!.padStart(w[2]!)}  ${r[3]}`.trimEnd();
   const more = first + d.count < first + d.elements ? `\n  … ${d.elements - d.count} more (--offset, --count)` : "";
