@@ -431,7 +431,9 @@ function lastError(r: { out: string; err: string }): string {
  * reads (nu10 #25): `gpus`, each CUDA device the driver sees ([] without libcuda or a device);
  * `canReplay`, a GPU initialises and a fixed-VA reservation works there (what replay, validate,
  * check, tune and eval's GPU workers need); `canCapture`, that and CUPTI found, and the built-in
- * capture + replay did not fail (skipped with --no-capture: not counted).
+ * capture + replay did not fail (skipped with --no-capture: not counted); `canBuild`, nvcc found and
+ * the cache folder and TMPDIR usable (validate --build-only, eval --build-only, check --rebuild's
+ * builds: a CI runner without a GPU; nu12 #5).
  */
 export interface DoctorReport {
   verdict: "ok" | "warn" | "fail";
@@ -439,6 +441,7 @@ export interface DoctorReport {
   gpus: DeviceInfo[];
   canCapture: boolean;
   canReplay: boolean;
+  canBuild: boolean;
 }
 
 export async function runDoctor(o: DoctorOptions = {}): Promise<DoctorReport> {
@@ -476,5 +479,6 @@ export async function runDoctor(o: DoctorOptions = {}): Promise<DoctorReport> {
     }
   const canReplay = gpu.status === "ok" && status("va-reservation") === "ok";
   const canCapture = canReplay && status("cupti") === "ok" && status("capture-replay") !== "fail";
-  return { verdict, checks, gpus, canCapture, canReplay };
+  const canBuild = Boolean(nvccPath) && status("cache") !== "fail" && status("tmpdir") !== "fail";
+  return { verdict, checks, gpus, canCapture, canReplay, canBuild };
 }

@@ -411,6 +411,8 @@ export const DOCUMENTS = {
     canReplay: v.optional(v.boolean()),
     /** canReplay, CUPTI found, and the built-in capture + replay did not fail (kerncap run can capture here). */
     canCapture: v.optional(v.boolean()),
+    /** nvcc found, the cache folder and TMPDIR usable: the builds run here (validate --build-only, eval --build-only, check --rebuild), GPU or not. */
+    canBuild: v.optional(v.boolean()),
   }),
   check: v.object({
     ...id("check"),

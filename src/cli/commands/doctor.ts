@@ -1,7 +1,11 @@
-/** `kerncap doctor`: what this machine has for capture, replay and reproducers (src/doctor.ts). Exit 0 with no fail, 2 otherwise. */
+/** `kerncap doctor`: what this machine has for capture, replay and reproducers (src/doctor.ts). Exit 0 with no fail, 2 otherwise; with --for WHAT, 0 when this machine can do that. */
 import { defineCommand } from "citty";
 import { runDoctor } from "../../doctor.ts";
 import { jsonArg, printJson, verboseArg, printText } from "../args.ts";
+import { KerncapError } from "../../errors.ts";
+
+/** What --for asks, and the report's answer to it. */
+const CAN = { build: "canBuild", replay: "canReplay", capture: "canCapture" } as const;
 
 export default defineCommand({
   meta: {
@@ -15,10 +19,21 @@ export default defineCommand({
       description: "With a GPU: build, capture and replay a built-in kernel (a few seconds)",
       negativeDescription: "Skip the built-in capture + replay",
     },
+    for: {
+      type: "string",
+      description:
+        "Exit 0 when this machine can do it, 2 when not, whatever the other checks say: build (nvcc, cache, TMPDIR: a CI runner without a GPU), replay, capture",
+      valueHint: "WHAT",
+    },
     ...jsonArg,
     ...verboseArg,
   },
   async run({ args }) {
+    const need = args.for === undefined ? undefined : String(args.for);
+    if (need !== undefined && !(need in CAN))
+      throw new KerncapError("E_USAGE", `--for ${JSON.stringify(need)}: doctor answers for build, replay or capture`, {
+        hint: "kerncap doctor --for build (a CI runner that compiles candidates), --for replay, --for capture.",
+      });
     const r = await runDoctor({ capture: args.capture !== false });
     if (args.json) printJson("doctor", r);
     else {
@@ -30,6 +45,11 @@ export default defineCommand({
       printText(
         L.join("\n") + `\n${r.verdict === "fail" ? "some checks failed" : r.verdict === "warn" ? "usable, with warnings" : "everything checked is in order"}\n`,
       );
+    }
+    if (need !== undefined) {
+      const can = r[CAN[need as keyof typeof CAN]];
+      if (!args.json) printText(`${can ? "can" : "cannot"} ${need} here\n`);
+      return can ? 0 : 2;
     }
     return r.verdict === "fail" ? 2 : 0;
   },
