@@ -37,11 +37,13 @@ export function freeBytes(path: string): number | undefined {
  * `kerncap check` of it did so again in the checker's TMPDIR).
  */
 export const UNSIZED_MAX_BYTES = 512 << 20;
+/** The most files the manifest gives no size an archive may hold: what a build copies of src/ at most (20000 files). */
+export const UNSIZED_MAX_FILES = 20_000;
 
 /**
  * @param files every file the unpack writes: its capture-relative path, the bytes it stores (a sparse image: its data extents), and whether the manifest bounds its size (sized)
  * @param free bytes available at `dest` (default: statfs; undefined: not checked)
- * @throws KerncapError E_ARCHIVE (the files the manifest gives no size past UNSIZED_MAX_BYTES), E_IO (not enough free space at `dest`)
+ * @throws KerncapError E_ARCHIVE (the files the manifest gives no size past UNSIZED_MAX_FILES or UNSIZED_MAX_BYTES), E_IO (not enough free space at `dest`)
  */
 export function checkUnpackBounds(
   archive: string,
@@ -50,6 +52,12 @@ export function checkUnpackBounds(
   free = freeBytes(dest),
 ): void {
   const unsized = files.filter((f) => f.sized === false);
+  if (unsized.length > UNSIZED_MAX_FILES)
+    throw new KerncapError(
+      "E_ARCHIVE",
+      `${archive}: it holds ${unsized.length} files that the manifest gives no size (src/ and the like), more than the ${UNSIZED_MAX_FILES} a build copies of src/`,
+      { hint: "Nothing was written. A capture's sources are far fewer: ask the sender what the archive holds." },
+    );
   const loose = unsized.reduce((a, f) => a + f.bytes, 0);
   if (loose > UNSIZED_MAX_BYTES) {
     const big = [...unsized].sort((a, b) => b.bytes - a.bytes).slice(0, 3);

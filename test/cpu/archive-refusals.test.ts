@@ -197,6 +197,9 @@ describe("unpack refuses", () => {
       { path: "src/k.cu", bytes: 4096, sized: false },
     ];
     expect(() => checkUnpackBounds("x.zip", sized, "/out", 2 ** 40)).not.toThrow(); // a memory image is bounded by its regions
+    const many = Array.from({ length: 20_001 }, (_, i) => ({ path: `src/m/f${i}.h`, bytes: 0, sized: false }));
+    expect(() => checkUnpackBounds("x.zip", many, "/out", 2 ** 40)).toThrow("it holds 20001 files that the manifest gives no size");
+    expect(() => checkUnpackBounds("x.zip", many.slice(1), "/out", 2 ** 40)).not.toThrow();
     const e = (() => {
       try {
         checkUnpackBounds("x.zip", [...sized, ...loose], "/out", 2 ** 40);
