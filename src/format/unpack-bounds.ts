@@ -29,12 +29,13 @@ export function freeBytes(path: string): number | undefined {
 }
 
 /**
- * The most bytes an archive's files that the manifest gives no size (`src/`, a notes file: not a
- * memory image, not in files[]) may unpack to together: what a build copies of src/ at most
- * (src/format/staged-build.ts), 512 MiB. A memory image is bounded by its regions, a listed file by
- * its size; these were bounded by the disk alone (adversary 30: a 4.3 MB archive of kerncap pack's
- * own making, one src/ header of 4 GiB, unpacked to 4 GiB; dropped into a shared corpus, every
- * `kerncap check` of it did so again in the checker's TMPDIR).
+ * The most bytes that the archive's files the manifest gives no size (`src/`, a notes file: not a
+ * memory image, not in files[]) may unpack to beyond what the archive stores of them (a deflated
+ * entry's uncompressed bytes less its compressed ones): 512 MiB, what a build copies of src/ at
+ * most (src/format/staged-build.ts). A memory image is bounded by its regions, a listed file by its
+ * size, a stored entry by the archive's own size; these were bounded by the disk alone (adversary
+ * 30: a 4.3 MB archive of kerncap pack's own making, one src/ header of 4 GiB, unpacked to 4 GiB;
+ * dropped into a shared corpus, every `kerncap check` of it did so again in the checker's TMPDIR).
  */
 export const UNSIZED_MAX_BYTES = 512 << 20;
 /** The most files the manifest gives no size an archive may hold: what a build copies of src/ at most (20000 files). */
@@ -47,7 +48,7 @@ export const UNSIZED_MAX_FILES = 20_000;
  */
 export function checkUnpackBounds(
   archive: string,
-  files: readonly { path: string; bytes: number; sized?: boolean }[],
+  files: readonly { path: string; bytes: number; stored?: number; sized?: boolean }[],
   dest: string,
   free = freeBytes(dest),
 ): void {
@@ -58,12 +59,14 @@ export function checkUnpackBounds(
       `${archive}: it holds ${unsized.length} files that the manifest gives no size (src/ and the like), more than the ${UNSIZED_MAX_FILES} a build copies of src/`,
       { hint: "Nothing was written. A capture's sources are far fewer: ask the sender what the archive holds." },
     );
-  const loose = unsized.reduce((a, f) => a + f.bytes, 0);
+  // what they inflate to beyond what the archive stores of them (a stored entry costs the archive its own size)
+  const grown = (f: (typeof unsized)[number]) => Math.max(0, f.bytes - (f.stored ?? 0));
+  const loose = unsized.reduce((a, f) => a + grown(f), 0);
   if (loose > UNSIZED_MAX_BYTES) {
-    const big = [...unsized].sort((a, b) => b.bytes - a.bytes).slice(0, 3);
+    const big = [...unsized].sort((a, b) => grown(b) - grown(a)).slice(0, 3);
     throw new KerncapError(
       "E_ARCHIVE",
-      `${archive}: its files that the manifest gives no size (src/ and the like) would unpack to ${GiB(loose)}, more than the ${GiB(UNSIZED_MAX_BYTES)} a build copies of src/ (largest: ${big.map((f) => `${JSON.stringify(f.path)} ${GiB(f.bytes)}`).join(", ")})`,
+      `${archive}: its compressed files that the manifest gives no size (src/ and the like) would unpack to ${GiB(loose)} more than the archive holds of them, more than the ${GiB(UNSIZED_MAX_BYTES)} a build copies of src/ (largest: ${big.map((f) => `${JSON.stringify(f.path)} ${GiB(f.bytes)}`).join(", ")})`,
       {
         hint: "Nothing was written. A capture's sources are far smaller: ask the sender what the archive holds, and to pack the capture without the large files.",
       },

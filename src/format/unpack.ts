@@ -297,7 +297,7 @@ async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: 
   }
   checkUnpackBounds(
     archive,
-    planned.map((p) => ({ path: p.file.path, bytes: p.bytes, sized: images.has(p.file.path) || listed.has(p.file.path) })),
+    planned.map((p) => ({ path: p.file.path, bytes: p.bytes, stored: p.entry.csize, sized: images.has(p.file.path) || listed.has(p.file.path) })),
     dest,
   );
   return planned;
