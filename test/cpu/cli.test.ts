@@ -681,13 +681,19 @@ const table: Record<keyof typeof commands, () => void> = {
     test.skipIf(HAS_GPU)("without a GPU: exit 2 (libcuda fails), GPU checks skipped", async () => {
       expect(await verb("doctor", ["--json"])).toBe(2);
     });
-    test.skipIf(HAS_GPU || !Bun.which("nvcc"))("--for build: exit 0 on a machine that builds without a GPU, canBuild in --json; --for replay exit 2 there; --for another word a usage error (nu12 #5)", async () => {
-      expect(await verb("doctor", ["--for", "build", "--no-capture"])).toBe(0);
-      expect(await verb("doctor", ["--for", "replay", "--no-capture"])).toBe(2);
-      const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "doctor", "--json", "--no-capture"], { stdout: "pipe", stderr: "pipe" });
-      expect(JSON.parse(p.stdout.toString())).toMatchObject({ canBuild: true, canReplay: false, canCapture: false });
-      await expect(verb("doctor", ["--for", "everything"])).rejects.toMatchObject({ code: "E_USAGE" });
-    });
+    test.skipIf(HAS_GPU || !Bun.which("nvcc"))(
+      "--for build: exit 0 on a machine that builds without a GPU, canBuild in --json; --for replay exit 2 there; --for another word a usage error (nu12 #5)",
+      async () => {
+        expect(await verb("doctor", ["--for", "build", "--no-capture"])).toBe(0);
+        expect(await verb("doctor", ["--for", "replay", "--no-capture"])).toBe(2);
+        const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "doctor", "--json", "--no-capture"], {
+          stdout: "pipe",
+          stderr: "pipe",
+        });
+        expect(JSON.parse(p.stdout.toString())).toMatchObject({ canBuild: true, canReplay: false, canCapture: false });
+        await expect(verb("doctor", ["--for", "everything"])).rejects.toMatchObject({ code: "E_USAGE" });
+      },
+    );
   },
   demo: () => {
     test("writes a capture that the readers accept (more in ./demo.test.ts)", async () => {
