@@ -213,7 +213,8 @@ export function recordLine(r: EvalRecord): string {
 
 /**
  * The candidates' summaries from their records (a candidate's later record of one input replaces
- * an earlier one), ranked (see EvalReport.candidates).
+ * an earlier one; a --build-only build's, any record of a run of it: a --merge of the file that a
+ * build-only eval and its --resume on a GPU wrote), ranked (see EvalReport.candidates).
  */
 export function summarize(records: EvalRecord[]): CandidateSummary[] {
   const by = new Map<string, EvalRecord[]>();
@@ -224,6 +225,12 @@ export function summarize(records: EvalRecord[]): CandidateSummary[] {
     else list.push(r);
     by.set(r.candidate, list);
   }
+  for (const [candidate, rs] of by)
+    if (rs.some((r) => r.verdict === "built") && rs.some((r) => r.input !== BUILD_INPUT))
+      by.set(
+        candidate,
+        rs.filter((r) => r.verdict !== "built"),
+      );
   const out: CandidateSummary[] = [];
   for (const [candidate, rs] of by) {
     const worst = VERDICT_ORDER.find((v) => rs.some((r) => r.verdict === v))!;

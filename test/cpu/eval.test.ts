@@ -734,6 +734,9 @@ describe("--resume, --shard, --merge", () => {
     const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildWith: fakeBuild(0, judged) })));
     expect(judged).toEqual([]);
     expect(Object.fromEntries(r.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "match", "c.cu": "compile-error" });
+    // the file holds both runs' records: --merge ranks the judged ones, the built records superseded
+    const merged = mergeEval([jsonl]);
+    expect(Object.fromEntries(merged.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "match", "c.cu": "compile-error" });
   });
 
   test("--resume takes a record only of its input's subject now (adv22 #4: a patch's genuine match was kept after the src/ it patches changed and it no longer built): changed src/, another input of the name, no subject: judged again, said", async () => {
