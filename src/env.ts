@@ -88,6 +88,12 @@ export const ENV_VARS = {
     meaning:
       "the secret (hex, at least 32 digits: `openssl rand -hex 32`) that `check` and `eval` authenticate their results records with and `--merge`/`--resume` verify them with (HMAC-SHA256); give every run of a CI matrix or Slurm array the same one to merge their shards elsewhere. Unset: a key kerncap makes once in your state folder (`results-key`, mode 0600); a weaker value is refused",
   },
+  KERNCAP_RECEIVED: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning:
+      "`1`: every capture counts as received, whoever's files they are and whatever machine they name (a CI job over a pull request's checkout, whose files are the runner user's whoever wrote them): a build runs only after --trust (--trust=DIGEST pinned in reviewed configuration), a CUDA build in the sandbox",
+  },
   KERNCAP_FORCE: {
     readers: ["Triton reproducer"],
     setBy: "user",

@@ -75,3 +75,29 @@ test("--no-verify is honoured for the user's own capture only: a received one (a
   markReceived(dir, "sent.zip");
   expect(checksumsChecked(dir, readManifest(dir), false)).toBe(true);
 });
+
+test("KERNCAP_RECEIVED=1: a capture made here by this user counts as received, said first; validate then asks --trust (a CI job over a pull request's checkout: nu13 #5)", async () => {
+  const { writeDemo } = await import("../../../src/capture/demo.ts");
+  const root = tempDir();
+  const { dir } = writeDemo(join(root, "cap"), false);
+  const m = readManifest(dir);
+  const saved = process.env.KERNCAP_RECEIVED;
+  try {
+    delete process.env.KERNCAP_RECEIVED;
+    expect(receivedBecause(dir, m)).toBeUndefined();
+    process.env.KERNCAP_RECEIVED = "1";
+    expect(receivedBecause(dir, m)).toBe("KERNCAP_RECEIVED=1 is set: every capture counts as received");
+    process.env.KERNCAP_RECEIVED = "0";
+    expect(receivedBecause(dir, m)).toBeUndefined(); // only 1 turns it on
+  } finally {
+    if (saved === undefined) delete process.env.KERNCAP_RECEIVED;
+    else process.env.KERNCAP_RECEIVED = saved;
+  }
+  const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "validate", dir, "--build-only", "--json"], {
+    env: { ...process.env, KERNCAP_RECEIVED: "1", XDG_STATE_HOME: join(root, "state") },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  expect(p.exitCode).toBe(2);
+  expect(JSON.parse(p.stdout.toString()).error).toMatchObject({ code: "E_UNTRUSTED", message: expect.stringContaining("KERNCAP_RECEIVED=1 is set") });
+});
