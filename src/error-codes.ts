@@ -53,6 +53,12 @@ export const ERROR_CODES = {
     about: "kerncap was started with stderr closed (`2>&-`): its messages would be lost, so it does nothing.",
     hint: "Send stderr to a file or /dev/null instead (`2>/dev/null`).",
   },
+  E_BUSY: {
+    exit: 2,
+    about:
+      "kerncap mcp already holds as many bytes of tool calls' arguments as it takes (calls running or waiting for a slot); this call was refused before it started.",
+    hint: "Send it again once some of your calls have finished.",
+  },
   E_INTERRUPTED: {
     exit: 130,
     about:

@@ -3,8 +3,22 @@
  * first input's reproducer, kept under DIR/build/eval for the user, or in a private folder where
  * each copy lives only while its build runs (candidateFolders).
  */
-import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import { basename, join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
 import { privateTempFolder } from "../cache.ts";
 import { pidAlive } from "../leftovers.ts";
 import { log } from "../log.ts";
@@ -41,25 +55,34 @@ export interface CandidateFolders {
  * build/), a fresh mkdtemp folder (0700) removed after the eval: a copy inside that folder could
  * be swapped between its trust gate and the compile that imports it (a Triton candidate's
  * repro.py imports the kernel file by name from its copy); and for a confined eval (kerncap mcp's
- * evaluate), whose agent could otherwise fill the disk with kept copies, call after call. In a
+ * evaluate; `confine` false for one that keeps records, --jsonl: its builds are for a --resume),
+ * whose agent could otherwise fill the disk with kept copies, call after call. In a
  * private folder each copy lives only while its build runs: once built, what the GPU worker reads
  * is moved to a small folder of its own (keptModule) and the copy is removed; that folder goes
  * once the candidate is judged. So its disk use is about the builds running at once × the size of
  * the capture folder (its src/), not the number of candidates (a trial: 40 candidates of a 57 MB
- * src/ filled a 1.5 GiB TMPDIR). DIR/build/eval is one eval's at a time (lockWorkDir): an eval
- * that finds another running on the capture builds in a private folder too, said once.
+ * src/ filled a 1.5 GiB TMPDIR). A candidate's copy in DIR/build/eval is one eval's at a time
+ * (lockWorkDir, over the candidates `building`): an eval that finds another running on the capture
+ * with one of its candidates builds in a private folder too, said once; evals of other candidates
+ * (other shards) build beside each other.
  */
-export function candidateFolders(dir: string, building: boolean, buildDir?: (c: Candidate) => string, confine = false): CandidateFolders {
-  const theirs = building ? notYours(dir) : undefined;
-  // DIR/build/eval is one eval's at a time (its lock, EVAL_LOCK): another eval of this capture running builds in a private folder (nu7 #10: two evals raced in one copy)
-  const locked = building && !buildDir && !theirs && !confine ? lockWorkDir(dir) : undefined;
-  if (theirs || (building && confine && !buildDir) || locked === null) {
+export function candidateFolders(dir: string, building: readonly Candidate[], buildDir?: (c: Candidate) => string, confine = false): CandidateFolders {
+  const theirs = building.length ? notYours(dir) : undefined;
+  // a copy is one eval's at a time (the locks, EVAL_LOCK): another eval of one of these candidates running has this one build in a private folder (nu7 #10: two evals raced in one copy)
+  const locked =
+    building.length && !buildDir && !theirs && !confine
+      ? lockWorkDir(
+          dir,
+          building.map((c) => copyName(c.id)),
+        )
+      : undefined;
+  if (theirs || (building.length && confine && !buildDir) || locked === null) {
     const work = privateTempFolder("kerncap-eval-");
     // a confined eval (kerncap mcp's evaluate): an agent's candidates are not kept, or every call would add its copies to the disk
     if (theirs) log.info(`the candidates are built in a private folder, not ${join(dir, EVAL_WORK_DIR)} (${theirs}); it is removed after the eval`);
     if (locked === null)
       log.info(
-        `another kerncap eval of ${dir} is running (its copies are in ${join(dir, EVAL_WORK_DIR)}): this eval's candidates are built in a private folder, removed after the eval`,
+        `another kerncap eval of ${dir} is running on some of these candidates (its copies are in ${join(dir, EVAL_WORK_DIR)}): this eval's candidates are built in a private folder, removed after the eval (a --resume builds them again)`,
       );
     const dest = (c: Candidate) => join(work, copyName(c.id));
     const kept = (id: string) => join(work, `${copyName(id)}.module`);
@@ -81,56 +104,66 @@ export function candidateFolders(dir: string, building: boolean, buildDir?: (c: 
       },
     };
   }
-  const work = locked ?? join(dir, EVAL_WORK_DIR);
-  const release = locked ? () => unlockWorkDir(locked) : () => {};
+  const work = locked?.work ?? join(dir, EVAL_WORK_DIR);
+  const release = locked ? () => unlockWorkDir(locked.lock) : () => {};
   return { dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), private: false, settle: (_c, b) => b, judged: () => {}, dispose: release };
 }
 
-/** The lock file of DIR/build/eval: the process id of the eval whose copies are built there. */
-export const EVAL_LOCK = ".kerncap-eval.lock";
+/** The lock files of DIR/build/eval: `.kerncap-eval-<pid>-<token>.lock`, one per eval (and the single `.kerncap-eval.lock` of kerncap before it). */
+export const EVAL_LOCK = /^\.kerncap-eval(-\d+-[0-9a-f]+)?\.lock$/;
 
 /**
  * DIR/build/eval made (inside the capture with no link followed: a build/ that is a link out of a
  * received capture writes nothing there; 0700, yours alone: a candidate's copy holds what its files
- * held) and locked for this process: its EVAL_LOCK created O_EXCL holding this pid. A lock whose
- * process is gone (killed) is taken over.
- * @returns the folder, or null when another live process holds it (another eval of this capture)
+ * held) and locked for this eval and the copies it builds there (`names`, copyName): its lock
+ * file `.kerncap-eval-<pid>-<token>.lock`, created O_EXCL, holds this pid and those names. Another eval
+ * running on the capture with none of these candidates (another --shard: nu13 #1, whose builds went to
+ * a private folder and were lost to --resume) builds beside it; one with a candidate of these (nu7
+ * #10: two evals raced in one copy), or a lock of kerncap before it (no names), has this eval build in
+ * a private folder. A lock whose process is gone (killed) is removed.
+ * @returns the folder and this eval's lock file, or null when a live eval holds one of these candidates
  */
-function lockWorkDir(dir: string): string | null {
+function lockWorkDir(dir: string, names: readonly string[]): { work: string; lock: string } | null {
   const work = mkdirInCapture(dir, EVAL_WORK_DIR);
   chmodSync(work, 0o700);
-  const lock = join(work, EVAL_LOCK);
-  for (let tries = 0; tries < 3; tries++) {
-    try {
-      const fd = openSync(lock, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
-      return work;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
-    }
-    const holder = lockHolder(lock);
-    if (holder !== undefined && pidAlive(holder)) return null; // this process's own: another eval running in it
-    rmSync(lock, { force: true }); // its eval is gone: taken over
+  const mine = join(work, `.kerncap-eval-${process.pid}-${randomBytes(6).toString("hex")}.lock`);
+  const fd = openSync(mine, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    writeSync(fd, [String(process.pid), ...names].join("\n") + "\n");
+  } finally {
+    closeSync(fd);
   }
-  return null;
+  const want = new Set(names);
+  for (const n of readdirSync(work)) {
+    if (!EVAL_LOCK.test(n) || join(work, n) === mine) continue;
+    const held = lockHolder(join(work, n));
+    if (held === undefined || !pidAlive(held.pid)) {
+      rmSync(join(work, n), { force: true }); // its eval is gone: taken over
+      continue;
+    }
+    if (held.names === null || held.names.some((x) => want.has(x))) {
+      rmSync(mine, { force: true });
+      return null; // a live eval of one of these candidates (or one that does not say which)
+    }
+  }
+  return { work, lock: mine };
 }
 
-/** The pid a lock file names, or undefined (unreadable, a link, not a number). */
-function lockHolder(lock: string): number | undefined {
+/** What a lock file holds: its pid and the copies it builds (null: a lock of kerncap before names, every copy); undefined where unreadable, a link, not a number. */
+function lockHolder(lock: string): { pid: number; names: string[] | null } | undefined {
   try {
     if (!lstatSync(lock).isFile()) return undefined;
-    const pid = Number.parseInt(readFileSync(lock, "utf8").trim(), 10);
-    return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
+    const [first, ...rest] = readFileSync(lock, "utf8").split("\n").filter(Boolean);
+    const pid = Number.parseInt(first ?? "", 10);
+    return Number.isSafeInteger(pid) && pid > 0 ? { pid, names: basename(lock) === ".kerncap-eval.lock" ? null : rest } : undefined;
   } catch {
     return undefined;
   }
 }
 
-/** Remove this process's lock of `work` (lockWorkDir); another's is left. Safe to call more than once. */
-function unlockWorkDir(work: string): void {
-  const lock = join(work, EVAL_LOCK);
-  if (lockHolder(lock) === process.pid) rmSync(lock, { force: true });
+/** Remove this eval's lock file (lockWorkDir's); another's is left. Safe to call more than once. */
+function unlockWorkDir(lock: string): void {
+  rmSync(lock, { force: true });
 }
 
 /**
@@ -173,17 +206,20 @@ const KEPT_MODULE_MAX_BYTES = 1 << 30;
  * there was no GPU, E_NO_GPU; a worker that died), so that building on a machine without a GPU and
  * judging on one with it builds each candidate once. Only a regular file reached through no link
  * whose SHA-256 is still the recorded one is reused.
- * @returns the built module with the recorded build figures (seconds: the earlier build's), or
- *   undefined where it is gone, changed or not a plain file (the candidate is built again)
+ * @returns the built module with the recorded build figures (seconds: the earlier build's), or why
+ *   it is not (gone, changed, not a plain file: the candidate is built again, said: nu13 #3)
  */
-export function keptBuild(dest: string, prior: EvalRecord["build"]): BuiltModule | undefined {
-  if (!prior.module || !prior.moduleSha256) return undefined;
+export function keptBuild(dest: string, prior: EvalRecord["build"]): { built: BuiltModule } | { why: string } {
+  if (!prior.module || !prior.moduleSha256) return { why: "was not kept (its build ran in a private folder: a confined eval without --jsonl, another eval of it running)" };
   let bytes: Buffer | undefined;
   try {
     bytes = readInCapture(dest, prior.module, KEPT_MODULE_MAX_BYTES);
-  } catch {
-    return undefined; // a link, a path out of the copy, an unreadable file: built again
+  } catch (e) {
+    return { why: `cannot be read (${e instanceof Error ? e.message : String(e)})` }; // a link, a path out of the copy
   }
-  if (!bytes || new Bun.CryptoHasher("sha256").update(bytes).digest("hex") !== prior.moduleSha256) return undefined;
-  return { module: join(resolve(dest), prior.module), seconds: prior.seconds, registers: prior.registers, stackFrameBytes: prior.stackFrameBytes };
+  if (!bytes) return { why: "is gone (the capture's build/ was not carried over?)" };
+  if (new Bun.CryptoHasher("sha256").update(bytes).digest("hex") !== prior.moduleSha256)
+    return { why: "is not the module that was built (its SHA-256 differs)" };
+  const module = join(resolve(dest), prior.module);
+  return { built: { module, seconds: prior.seconds, registers: prior.registers, stackFrameBytes: prior.stackFrameBytes } };
 }

@@ -24,7 +24,7 @@
 import { availableParallelism } from "node:os";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { isAbsolute, relative, resolve } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -216,7 +216,13 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();
   const stopped = () => stops.signal !== null;
-  const folders = candidateFolders(home.dir, pending.length > 0, o.buildDir, Boolean(o.confine));
+  // a confined eval keeps its copies only where it keeps its records (--jsonl: a --resume reuses its builds; kerncap mcp's evaluate keeps none)
+  const folders = candidateFolders(
+    home.dir,
+    pending.map((p) => p.c),
+    o.buildDir,
+    Boolean(o.confine) && !o.jsonl,
+  );
   rec.onJudged = folders.judged;
   // a private folder goes at a stop signal (a cancelled MCP evaluate), not only once the builds under way have ended, and at any exit
   const sweep = new StopSignals().install();
@@ -361,7 +367,7 @@ function openResults(
   const built = new Map(
     keptAll
       .filter((r) => unrun(r) && mineIds.has(r.candidate) && r.subject === subjects.get(r.input))
-      .filter((r) => r.kind !== "config" && r.copy && r.build.module && r.build.moduleSha256)
+      .filter((r) => r.kind !== "config" && r.build.moduleSha256)
       .map((r) => [r.candidate, r.build]),
   );
   const pending = mine
@@ -424,12 +430,16 @@ async function buildInto(
         buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}) }));
     const buildOne = async (c: Candidate, todo: EvalInput[], prior?: EvalRecord["build"]): Promise<void> => {
       if (stopped()) return;
-      // --resume of a candidate whose runs were not made: the module its copy kept, where unchanged (built without a GPU, judged with one)
-      const again = prior && !folders.private && !c.refused ? keptBuild(folders.dest(c), prior) : undefined;
-      // (the digest is of the module the frontend's check passed when it was built)
-      if (again) {
-        log.info(`${rec.label(c.id)}: the module its earlier build kept is judged (${relative(resolve(home.dir), again.module)}, unchanged)`);
-      }
+      // --resume of a candidate whose runs were not made: the module its copy kept, where unchanged (built without a GPU,
+      // judged with one; the digest is of the module the frontend's check passed when it was built); else built again, said
+      const kept =
+        prior && !c.refused ? (folders.private ? { why: "is not read: this eval builds in a private folder" } : keptBuild(folders.dest(c), prior)) : undefined;
+      const again = kept && "built" in kept ? kept.built : undefined;
+      if (again) log.info(`${rec.label(c.id)}: the module its earlier build kept is judged (${relative(resolve(home.dir), again.module)}, unchanged)`);
+      else if (kept && "why" in kept)
+        log.warn(
+          `${rec.label(c.id)}: the module its earlier build kept (${join(folders.private ? "build/eval" : relative(resolve(home.dir), folders.dest(c)), prior!.module ?? "")}) ${kept.why}: built again`,
+        );
       // a candidate refused before eval (kerncap mcp's evaluate: a path no candidate may write …): its record, nothing of it written or built
       const b: BuildOutcome = again
         ? { built: again }

@@ -140,11 +140,31 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
  * a received capture's build.sh (or a Triton capture's compile, which imports src/) runs only with
  * `trust.trustBuilds` (--trust).
  */
+/**
+ * The most bytes of tool-call arguments (their strings, argumentBytes) the server holds for calls
+ * running or waiting, 192 MiB: a call past it, while others are held, is refused at once (E_BUSY);
+ * a call alone is always taken. A parsed request costs several times its bytes (adversary 30: 50
+ * queued evaluate calls of 60 MiB each, every one within the message and file bounds, held 10.5 GiB).
+ */
+export const MCP_INFLIGHT_MAX = 192 << 20;
+
+/** The bytes a call's arguments hold: every string's and key's length, walked (UTF-16 units: what the parsed request costs, about). */
+export function argumentBytes(x: unknown, depth = 0): number {
+  if (typeof x === "string") return x.length;
+  if (depth > 64 || x === null || typeof x !== "object") return 8;
+  let n = 0;
+  for (const [k, y] of Object.entries(x)) n += k.length + argumentBytes(y, depth + 1);
+  return n;
+}
+
 export function createMcpServer(
   children = new ToolChildren(),
   trust: McpTrust = {},
-  o: { progressMs?: number; outputRoom?: () => Promise<void> } = {},
+  o: { progressMs?: number; outputRoom?: () => Promise<void>; inflightMax?: number } = {},
 ): Server {
+  let held = 0; // the argument bytes of the calls being handled (MCP_INFLIGHT_MAX)
+  let calls = 0;
+  const inflightMax = o.inflightMax ?? MCP_INFLIGHT_MAX;
   const server = new Server(
     { name: "kerncap", version: TOOL_VERSION },
     {
@@ -165,66 +185,98 @@ export function createMcpServer(
   }));
   const fileTools = answersInTurn(o.outputRoom ?? (() => Promise.resolve()));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
-    await fileTools(() => undefined); // every call starts only while fewer than UNSENT_ANSWERS_MAX answers wait unread, after the file answers before it
-    const name = req.params.name;
-    if (!Object.hasOwn(TOOLS, name))
-      return errorResult(new KerncapError("E_USAGE", `no tool named ${JSON.stringify(name)}`, { hint: `Tools: ${Object.keys(TOOLS).join(", ")}.` }));
-    const t = TOOLS[name as ToolName];
-    const input = toolInput(name as ToolName, Boolean(trust.agentJudging));
-    const judging = trust.agentJudging ? [] : judgingArguments(req.params.arguments ?? {}).filter((k) => Object.hasOwn(t.input.entries, k));
-    if (judging.length)
+    const bytes = argumentBytes(req.params.arguments ?? {});
+    if (calls > 0 && held + bytes > inflightMax)
       return errorResult(
-        new KerncapError("E_USAGE", `${name}: ${judging.join(", ")} would change how your edits are judged, which is the user's to set, not the agent's`, {
-          hint: "Leave them out: the capture's judging settings apply (the user sets them with `kerncap judge DIR --rtol …`, or starts the server with `kerncap mcp --agent-judging` to let the agent choose them). Tell the user if the kernel needs a tolerance.",
-        }),
+        new KerncapError(
+          "E_BUSY",
+          `${req.params.name}: the server holds ${(held / 2 ** 20).toFixed(0)} MiB of arguments of ${calls} call${calls > 1 ? "s" : ""} running or waiting; this one's ${(bytes / 2 ** 20).toFixed(1)} MiB would pass ${inflightMax >> 20} MiB`,
+          { hint: "Send it again once some of your calls have finished." },
+        ),
       );
-    const parsed = v.safeParse(input, req.params.arguments ?? {});
-    if (!parsed.success) {
-      return errorResult(
-        new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues, input)}`, {
-          hint: "See the tool's inputSchema (tools/list).",
-        }),
-      );
-    }
-    const a = parsed.output as Record<string, unknown>;
-    const long = longArgument(req.params.arguments);
-    if (long)
-      return errorResult(
-        new KerncapError("E_USAGE", `bad arguments for ${name}: ${long} is longer than ${ARGUMENT_TEXT_MAX} characters (no path, pattern or option is)`, {
-          hint: "Give a shorter value; a file's text goes in edit_file's content or an evaluate candidate's files.",
-        }),
-      );
-    const nul = nulArgument(req.params.arguments);
-    if (nul)
-      return errorResult(
-        new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul} holds a NUL byte, which no path, pattern or command-line word can hold`, {
-          hint: "Give the argument without the NUL byte.",
-        }),
-      );
+    held += bytes;
+    calls++;
     try {
-      if (typeof a.dir === "string")
-        for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
-      if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
-      // the file tools' answers are large (read_file: up to 4 MiB twice): made one at a time, each once the
-      // answers before it are written but UNSENT_ANSWERS_MAX (a client that reads none gets no more made)
-      if (name === "edit_file") return await fileTools(() => editFileTool(a as Parameters<typeof editFileTool>[0]));
-      if (name === "read_file") return await fileTools(() => readFileTool(a as Parameters<typeof readFileTool>[0]));
-      if (name === "list_files") return await fileTools(() => listFilesTool(a as Parameters<typeof listFilesTool>[0]));
-      // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)
-      if (typeof a.dir === "string") assertNotNested(resolve(a.dir));
-      const send = progressSender(req.params._meta, extra.sendNotification);
-      const progress = send ? new ToolProgress(send, `kerncap ${name}`, o.progressMs) : undefined;
-      if (name === "evaluate") return await evaluateTool(a as EvaluateIn, children, trust, extra.signal, progress);
-      // every build an agent asks for is confined, and a received capture's (or a Triton capture's, whose build imports src/) runs only with --trust-builds
-      // tune's builds: the agent's jobs, at most this call's share of the CPUs (buildsPerCall)
-      if (name === "tune") a.jobs = Math.min((a.jobs as number | undefined) ?? Number.MAX_SAFE_INTEGER, buildsPerCall(children));
-      const argv = gatedArgv(name as ToolName, a, (t as { argv: (x: unknown) => string[] }).argv(a), Boolean(trust.trustBuilds));
-      return await runVerb(argv, a.cwd as string | undefined, children, extra.signal, progress);
-    } catch (e) {
-      return errorResult(e);
+      return await handleCall(req, extra, { children, trust, fileTools, progressMs: o.progressMs });
+    } finally {
+      held -= bytes;
+      calls--;
     }
   });
+
   return server;
+}
+
+/** A tools/call request as the handler reads it. */
+type CallRequest = { params: { name: string; arguments?: Record<string, unknown>; _meta?: { progressToken?: string | number } } };
+/** What the handler's `extra` gives a call: its cancellation and its notifications. */
+type CallExtra = { signal: AbortSignal; sendNotification: Parameters<typeof progressSender>[1] };
+
+/** One tools/call, past the server's bound on held arguments (createMcpServer): the checks of its arguments, then the tool. */
+async function handleCall(
+  req: CallRequest,
+  extra: CallExtra,
+  ctx: { children: ToolChildren; trust: McpTrust; fileTools: ReturnType<typeof answersInTurn>; progressMs?: number | undefined },
+): Promise<CallToolResult> {
+  const { children, trust, fileTools } = ctx;
+  await fileTools(() => undefined); // every call starts only while fewer than UNSENT_ANSWERS_MAX answers wait unread, after the file answers before it
+  const name = req.params.name;
+  if (!Object.hasOwn(TOOLS, name))
+    return errorResult(new KerncapError("E_USAGE", `no tool named ${JSON.stringify(name)}`, { hint: `Tools: ${Object.keys(TOOLS).join(", ")}.` }));
+  const t = TOOLS[name as ToolName];
+  const input = toolInput(name as ToolName, Boolean(trust.agentJudging));
+  const judging = trust.agentJudging ? [] : judgingArguments(req.params.arguments ?? {}).filter((k) => Object.hasOwn(t.input.entries, k));
+  if (judging.length)
+    return errorResult(
+      new KerncapError("E_USAGE", `${name}: ${judging.join(", ")} would change how your edits are judged, which is the user's to set, not the agent's`, {
+        hint: "Leave them out: the capture's judging settings apply (the user sets them with `kerncap judge DIR --rtol …`, or starts the server with `kerncap mcp --agent-judging` to let the agent choose them). Tell the user if the kernel needs a tolerance.",
+      }),
+    );
+  const parsed = v.safeParse(input, req.params.arguments ?? {});
+  if (!parsed.success) {
+    return errorResult(
+      new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues, input)}`, {
+        hint: "See the tool's inputSchema (tools/list).",
+      }),
+    );
+  }
+  const a = parsed.output as Record<string, unknown>;
+  const long = longArgument(req.params.arguments);
+  if (long)
+    return errorResult(
+      new KerncapError("E_USAGE", `bad arguments for ${name}: ${long} is longer than ${ARGUMENT_TEXT_MAX} characters (no path, pattern or option is)`, {
+        hint: "Give a shorter value; a file's text goes in edit_file's content or an evaluate candidate's files.",
+      }),
+    );
+  const nul = nulArgument(req.params.arguments);
+  if (nul)
+    return errorResult(
+      new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul} holds a NUL byte, which no path, pattern or command-line word can hold`, {
+        hint: "Give the argument without the NUL byte.",
+      }),
+    );
+  try {
+    if (typeof a.dir === "string")
+      for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
+    if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
+    // the file tools' answers are large (read_file: up to 4 MiB twice): made one at a time, each once the
+    // answers before it are written but UNSENT_ANSWERS_MAX (a client that reads none gets no more made)
+    if (name === "edit_file") return await fileTools(() => editFileTool(a as Parameters<typeof editFileTool>[0]));
+    if (name === "read_file") return await fileTools(() => readFileTool(a as Parameters<typeof readFileTool>[0]));
+    if (name === "list_files") return await fileTools(() => listFilesTool(a as Parameters<typeof listFilesTool>[0]));
+    // a capture folder given to a verb is a capture of its own, never a folder inside one (said here, before any child starts; the verb says it again)
+    if (typeof a.dir === "string") assertNotNested(resolve(a.dir));
+    const send = progressSender(req.params._meta, extra.sendNotification);
+    const progress = send ? new ToolProgress(send, `kerncap ${name}`, ctx.progressMs) : undefined;
+    if (name === "evaluate") return await evaluateTool(a as EvaluateIn, children, trust, extra.signal, progress);
+    // every build an agent asks for is confined, and a received capture's (or a Triton capture's, whose build imports src/) runs only with --trust-builds
+    // tune's builds: the agent's jobs, at most this call's share of the CPUs (buildsPerCall)
+    if (name === "tune") a.jobs = Math.min((a.jobs as number | undefined) ?? Number.MAX_SAFE_INTEGER, buildsPerCall(children));
+    const argv = gatedArgv(name as ToolName, a, (t as { argv: (x: unknown) => string[] }).argv(a), Boolean(trust.trustBuilds));
+    return await runVerb(argv, a.cwd as string | undefined, children, extra.signal, progress);
+  } catch (e) {
+    return errorResult(e);
+  }
 }
 
 /**

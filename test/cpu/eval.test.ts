@@ -1158,13 +1158,23 @@ test("two evals of one capture at once (nu7 #10: they raced in one copy under bu
   expect(copies[kept]!.sort()).toEqual(rs[kept]!.records.map((x) => join(cap, "build/eval", copyName(x.candidate))).sort());
   expect(copies[1 - kept]).toEqual([null, null, null]);
   expect(err).toContain("another kerncap eval of");
-  expect(existsSync(join(cap, "build/eval/.kerncap-eval.lock"))).toBe(false); // given back
+  expect(readdirSync(join(cap, "build/eval")).filter((n) => n.endsWith(".lock"))).toEqual([]); // given back
   // a lock whose eval was killed: taken over, the copies go in build/eval
   const gone = Bun.spawnSync(["true"]).pid;
   writeFileSync(join(cap, "build/eval/.kerncap-eval.lock"), `${gone}\n`);
   dests[0] = [];
   await quiet(() => runEval(options([cap], cands, { buildWith: build(0) })));
   expect(under(0)).toBe(3);
+  // two shards at once (disjoint candidates: nu13 #1, the second's builds went to a private folder and --resume lost them): both keep theirs
+  const six = candidateFiles(Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`s${i}.cu`, `match 1.${i}`])));
+  dests[0] = [];
+  dests[1] = [];
+  const shards = await quiet(() =>
+    Promise.all([0, 1].map((k) => runEval(options([cap], six, { buildWith: build(k), jobs: 1, shard: { index: k, count: 2 }, open: inProcess().open })))),
+  );
+  expect(shards.err).not.toContain("another kerncap eval of");
+  for (const r of shards.value) for (const x of r.records) expect(x.copy).toBe(join(cap, "build/eval", copyName(x.candidate)));
+  expect(under(0) + under(1)).toBe(6);
 });
 
 describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-up 100× match, no GPU ever run, was ranked first by --merge and --resume)", () => {

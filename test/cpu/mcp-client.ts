@@ -14,9 +14,10 @@ import { createMcpServer, ToolChildren, type McpTrust } from "../../src/mcp/serv
  * `progressMs` how often its progress notifications come (the server's default without), `name` the
  * client's name in the handshake.
  */
-export async function connected(o: { trust?: McpTrust; progressMs?: number; name?: string; jobs?: number } = {}): Promise<Client> {
+export async function connected(o: { trust?: McpTrust; progressMs?: number; name?: string; jobs?: number; inflightMax?: number } = {}): Promise<Client> {
   const [a, b] = InMemoryTransport.createLinkedPair();
-  await createMcpServer(new ToolChildren(o.jobs), o.trust ?? {}, o.progressMs === undefined ? {} : { progressMs: o.progressMs }).connect(a);
+  const so = { ...(o.progressMs === undefined ? {} : { progressMs: o.progressMs }), ...(o.inflightMax === undefined ? {} : { inflightMax: o.inflightMax }) };
+  await createMcpServer(new ToolChildren(o.jobs), o.trust ?? {}, so).connect(a);
   const client = new Client({ name: o.name ?? "test", version: "1" });
   await client.connect(b);
   return client;

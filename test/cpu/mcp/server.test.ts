@@ -1031,3 +1031,21 @@ describe("kerncap mcp", () => {
     60_000,
   );
 });
+
+test("the arguments of the calls running or waiting are bounded: a call past the bound while others are held is refused at once, E_BUSY; one alone is always taken (adversary 30: 50 queued evaluate calls of 60 MiB held 10.5 GiB)", async () => {
+  const dir = await fresh();
+  const c = await connected({ inflightMax: 4096, jobs: 1 });
+  try {
+    const big = "x".repeat(3000); // the bound counts every string of the arguments, before they are checked
+    const calls = [0, 1, 2].map(() => c.callTool({ name: "inspect", arguments: { dir, _pad: big } as Record<string, unknown> }));
+    const rs = await Promise.all(calls);
+    const busy = rs.filter((r) => (r as any).isError && JSON.stringify(r).includes("E_BUSY"));
+    expect(busy.length).toBeGreaterThanOrEqual(1);
+    expect(JSON.stringify(busy[0])).toContain("of arguments of 1 call");
+    // alone, the same call is taken (its own bad argument is its answer, not E_BUSY)
+    const alone = await c.callTool({ name: "inspect", arguments: { dir, _pad: big } as Record<string, unknown> });
+    expect(JSON.stringify(alone)).not.toContain("E_BUSY");
+  } finally {
+    await c.close();
+  }
+});
