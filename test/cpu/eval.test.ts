@@ -8,7 +8,7 @@
  * (./eval-fake-worker.ts, or runners in this process) where a replay would need the GPU.
  */
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { candidateOrRefusal, listedCandidates, materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
@@ -734,6 +734,21 @@ describe("--resume, --shard, --merge", () => {
     const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildWith: fakeBuild(0, judged) })));
     expect(judged).toEqual([]);
     expect(Object.fromEntries(r.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "match", "c.cu": "compile-error" });
+    // a kept module gone (an artifact without build/eval: nu13 #3) is built again, said; a confined build-only eval with --jsonl keeps its builds (nu13 #2)
+    const jsonl2 = join(tempDir(), "r2.jsonl");
+    await quiet(() => runEval(options([cap], files, { jsonl: jsonl2, buildOnly: true, confine: true, open: never, buildWith: fakeBuild(0, []) })));
+    const kept2 = readFileSync(jsonl2, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(kept2.find((x) => x.label === "a.cu").copy).toBe(join(cap, "build/eval", copyName(kept2.find((x) => x.label === "a.cu").candidate)));
+    rmSync(join(kept2.find((x) => x.label === "b.cu").copy, "module"));
+    const rebuilt: string[] = [];
+    const { err: said } = await quiet(() => runEval(options([cap], files, { jsonl: jsonl2, resume: true, buildWith: fakeBuild(0, rebuilt) })));
+    expect(rebuilt).toEqual(["b.cu"]);
+    expect(said).toMatch(
+      /b\.cu: the module its earlier build kept \(build\/eval\/[0-9a-f]{16}\/module\) is gone \(the capture's build\/ was not carried over\?\): built again/,
+    );
     // the file holds both runs' records: --merge ranks the judged ones, the built records superseded
     const merged = mergeEval([jsonl]);
     expect(Object.fromEntries(merged.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "match", "c.cu": "compile-error" });
