@@ -302,9 +302,10 @@ export const CANDIDATE_FAULTS: ReadonlySet<string> = new Set(CANDIDATE_FAULT_COD
  * a GPU (E_NO_GPU: run where the GPU is), those a confined build refused (E_CONFINED: fixed by
  * their author, never by a rerun), and the rest (a worker that died …: --resume tries them
  * again; without a --jsonl file, how to get one). `how`: the eval wrote a --jsonl file ("jsonl"),
- * none ("none"), or the report is --merge's of the shards' files ("merge").
+ * none ("none"), or the report is --merge's of the shards' files ("merge"); `buildOnly`: an eval
+ * --build-only (its candidates are not judged: "could not be built").
  */
-export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "summary">, how: "jsonl" | "none" | "merge"): string {
+export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "summary">, how: "jsonl" | "none" | "merge", buildOnly = false): string {
   const errors = r.candidates.filter((c) => c.verdict === "error");
   const codeOf = (c: CandidateSummary) => r.records.find((x) => x.candidate === c.candidate && x.verdict === "error")?.code ?? "";
   // the kinds of summary.unjudged (unjudgedKind), the candidate's own fault said by code: a patch, or what a confined build refused
@@ -328,7 +329,7 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
       how === "merge"
         ? `${plural(noGpu.length, "candidate")} ran where there was no GPU: run ${noGpu.length > 1 ? "their shards" : "its shard"} again with --resume on a machine with the capture's GPU (their kept builds are judged, not built again)`
         : how === "jsonl"
-          ? `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (the same command with --resume on a machine with the capture's GPU judges their kept builds)`
+          ? `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (the same command with --resume on a machine with the capture's GPU ${noGpu.some((c) => r.records.some((x) => x.candidate === c.candidate && x.copy)) ? "judges their kept builds" : "builds and judges them: none was kept here"})`
           : `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (run the eval on a machine with the capture's GPU)`,
     );
   if (rest) {
@@ -340,7 +341,8 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
           : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
     parts.push(`${bad.length || noGpu.length || refused.length ? `${rest} more: ` : ""}${again}`);
   }
-  return `${errors.length} of ${plural(r.summary.candidates, "candidate")} could not be judged (error): ${parts.join("; ")}`;
+  // an eval that judges nothing (--build-only) says so (nu13 #15)
+  return `${errors.length} of ${plural(r.summary.candidates, "candidate")} could not be ${buildOnly ? "built" : "judged"} (error): ${parts.join("; ")}`;
 }
 
 /** Sum of f over records; once per candidate when `perCandidate` (a build is one per candidate, whatever its inputs). */
@@ -357,8 +359,11 @@ function sumBy(records: EvalRecord[], f: (r: EvalRecord) => number, perCandidate
   return s;
 }
 
-/** The ranked table: one row per candidate. */
+/** The ranked table: one row per candidate; a label two candidates share (an edit pushed again, merged with the one before: nu13 #11) shown with its identity (label@hash). */
 export function rankedTable(r: EvalReport): string {
+  const uses = new Map<string, number>();
+  for (const c of r.candidates) uses.set(c.label, (uses.get(c.label) ?? 0) + 1);
+  const labelOf = (c: CandidateSummary) => (uses.get(c.label)! > 1 ? c.candidate : c.label);
   const rows = r.candidates.map((c) => [
     c.rank !== null ? String(c.rank) : "-",
     c.verdict,
@@ -366,8 +371,10 @@ export function rankedTable(r: EvalReport): string {
     c.low !== null ? `${c.low.toFixed(2)}–${c.high!.toFixed(2)}` : "",
     c.registers !== null ? String(c.registers) : "",
     c.stackFrameBytes !== null ? String(c.stackFrameBytes) : "",
-    `${c.inputs.filter((i) => i.verdict === "match").length}/${c.inputs[0]?.input === BUILD_INPUT ? r.inputs.length : c.inputs.length}`,
-    one(c.label),
+    c.verdict === "built"
+      ? "—"
+      : `${c.inputs.filter((i) => i.verdict === "match").length}/${c.inputs[0]?.input === BUILD_INPUT ? r.inputs.length : c.inputs.length}`,
+    one(labelOf(c)),
     rowReason(r, c),
   ]);
   const head = ["rank", "verdict", "speedup", "interval", "regs", "frame B", "inputs ok", "candidate", "why"];

@@ -304,7 +304,7 @@ export default defineCommand({
     }
     if (args.json) printJsonLine("eval", report);
     else printText(rankedTable(report) + "\n");
-    if (report.exitCode === 2) log.error(unjudgedLine(report, args.merge ? "merge" : args.jsonl !== undefined ? "jsonl" : "none"));
+    if (report.exitCode === 2) log.error(unjudgedLine(report, args.merge ? "merge" : args.jsonl !== undefined ? "jsonl" : "none", Boolean(args["build-only"])));
     return report.exitCode;
   },
 });

@@ -195,7 +195,7 @@ test("each ranked candidate carries the code of the record its reason is of (nu7
 
 test("the document says by code and by kind why candidates were not judged (nu10 #1: only the stderr line said it): summary.byCode and summary.unjudged; --merge's dir is null", () => {
   const r = report([
-    ...["a.cu", "b.cu", "c.cu", "d.cu"].map((l) => rec(l, "error", "E_NO_GPU", "no NVIDIA driver", "cap")),
+    ...["a.cu", "b.cu", "c.cu", "d.cu"].map((l) => ({ ...rec(l, "error", "E_NO_GPU", "no NVIDIA driver", "cap"), copy: `/cap/build/eval/${l}` })),
     rec("bad.patch", "error", "E_PATCH", "does not apply"),
     rec("inc.cu", "error", "E_CONFINED", "build.sh wrote no dependency list"),
     rec("die.cu", "error", "E_WORKER", "the worker died", "cap"),
@@ -212,6 +212,9 @@ test("the document says by code and by kind why candidates were not judged (nu10
   expect(unjudgedLine(r, "jsonl")).toContain(
     "there is no GPU here for 4 candidates, which built (the same command with --resume on a machine with the capture's GPU judges their kept builds)",
   );
+  // none kept (built in a private folder): not promised (nu13 #15)
+  const none = report(r.records.map((x) => ({ ...x, copy: null })));
+  expect(unjudgedLine(none, "jsonl")).toContain("the capture's GPU builds and judges them: none was kept here)");
   // --merge: no capture folder was built, dir null (nu10 #18c: it was "")
   const d = tempDir();
   const f = join(d, "r.jsonl");
@@ -247,4 +250,25 @@ test("a compile error's row shows its first error diagnostic, not build.sh's fir
     .find((l) => l.includes("fix.patch"))!;
   expect(row).toContain('src/saxpy.cu:21: error: identifier "blockIdxx" is undefined');
   expect(row).not.toContain("kerncap: the slice");
+});
+
+test("the table: a label two candidates share is shown with its identity (nu13 #11); a built row's inputs column is a dash, an error under a build-only eval 'could not be built' (nu13 #15)", () => {
+  const built = (label: string, id: string) => ({
+    ...rec(label, "built", null, null),
+    candidate: `${label}@${id}`,
+    build: { seconds: 0, registers: 14, stackFrameBytes: 0, moduleSha256: "a".repeat(64) },
+  });
+  const r = report([
+    built("src", "6aff7feb361c"),
+    built("src", "58677d84c138"),
+    built("one.cu", "111111111111"),
+    rec("bad.patch", "error", "E_PATCH", "does not apply"),
+  ]);
+  const t = rankedTable(r);
+  expect(t).toContain("src@6aff7feb361c");
+  expect(t).toContain("src@58677d84c138");
+  expect(t).toMatch(/ one\.cu /);
+  expect(t).not.toContain("one.cu@");
+  expect(t.split("\n").find((l) => l.includes("one.cu"))).toMatch(/built\s+14\s+0\s+—\s+one\.cu/);
+  expect(unjudgedLine(r, "jsonl", true)).toStartWith("1 of 4 candidates could not be built (error)");
 });
