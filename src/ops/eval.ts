@@ -12,7 +12,7 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import { evalCandidates, type EvalOptions } from "../eval/eval.ts";
 import { probeGpu } from "../native/libcuda.ts";
 import type { EvalReport } from "../eval/report.ts";
-import { shellPath } from "../util/shell-quote.ts";
+import { shellPath, shellQuote } from "../util/shell-quote.ts";
 import { refuseUntrustedSource, requireTrustedBuild, requireTrustedCopy } from "./gates.ts";
 
 /**
@@ -38,15 +38,25 @@ export async function runEval(o: EvalOptions & { requireGpu?: boolean }): Promis
       message: `${dir} is a ${m.kernel.frontend} capture: its build imports each candidate's source, which runs as code with your rights, so a confined eval (kerncap mcp) runs it only with --trust`,
       hint: "Start the MCP server with kerncap mcp --trust-builds to let the agent's Triton candidates run, or evaluate on the command line.",
     }));
-    // the command a user can run as it is (nu10 #9: `kerncap eval DIR … --trust=` had a literal …): validate --build-only
-    // with the digest runs the build once and remembers the trust for this folder, which the eval then builds;
-    // the files the build runs are carried in the message only where an agent reads it (confined: kerncap mcp),
+    // the command a user can run as it is (nu10 #9: `kerncap eval DIR … --trust=` had a literal …): this eval's own
+    // command line with the digest, what a CI script pins (nu13 #13); for kerncap mcp's agent (and where this process is
+    // no eval command line), validate --build-only with the digest, which remembers the trust for the folder.
+    // The files the build runs are carried in the message only where an agent reads it (confined: kerncap mcp),
     // else shown on stderr above the error, as validate shows them (the --json document: error.details.trust)
+    const again = o.confine ? undefined : evalCommandAgain();
     requireTrustedBuild(dir, m, o.trust, {
-      command: `kerncap validate ${shellPath(dir)} --build-only`,
+      command: again ?? `kerncap validate ${shellPath(dir)} --build-only`,
       inMessage: o.confine ?? false,
-      then: "then run the eval again",
+      ...(again ? {} : { then: "then run the eval again" }),
     });
     return (copy, c) => requireTrustedCopy(dir, copy, m, o.trust, { name: `candidate ${c.label}`, inMessage: o.confine ?? false });
   });
+}
+
+/** This process's `kerncap eval …` command line as a person types it, without its --trust words; undefined where this process runs no eval verb (a test, kerncap mcp's server). */
+function evalCommandAgain(): string | undefined {
+  const argv = process.argv.slice(2);
+  if (argv[0] !== "eval") return undefined;
+  const rest = argv.filter((w) => w !== "--trust" && !w.startsWith("--trust="));
+  return ["kerncap", ...rest.map(shellQuote)].join(" ");
 }

@@ -1403,3 +1403,20 @@ test("--candidate-list: a FIFO, a link (to /dev/zero, to a file elsewhere) or a 
     expect(performance.now() - t0).toBeLessThan(2000);
   }
 });
+
+test("the eval command line's own refusal (E_UNTRUSTED) gives that command with the digest, what a CI script pins (nu13 #13: it sent a script to validate and a remembered trust an ephemeral runner loses)", async () => {
+  const cap = await captureWithSource(stockBuildSh());
+  markReceived(cap, join(dirname(cap), "cap.zip"));
+  const [cand] = candidateFiles({ "kernel.cu": "match" });
+  const env = { ...process.env, XDG_STATE_HOME: tempDir("kerncap-state-"), KERNCAP_LIBCUDA: "" };
+  const p = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "eval", cap, cand!, "--json"], {
+    env,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const out = p.stdout.toString();
+  expect(out, p.stderr.toString()).toContain('"E_UNTRUSTED"');
+  const e = JSON.parse(out).error; // refused before any record: the error document alone
+  expect(e.code).toBe("E_UNTRUSTED");
+  expect(e.details.trust.command).toBe(`kerncap eval ${cap} ${cand} --json --trust=${trustDigest(cap)}`);
+});
