@@ -210,7 +210,8 @@ const KEPT_MODULE_MAX_BYTES = 1 << 30;
  *   it is not (gone, changed, not a plain file: the candidate is built again, said: nu13 #3)
  */
 export function keptBuild(dest: string, prior: EvalRecord["build"]): { built: BuiltModule } | { why: string } {
-  if (!prior.module || !prior.moduleSha256) return { why: "was not kept (its build ran in a private folder: a confined eval without --jsonl, another eval of it running)" };
+  if (!prior.module || !prior.moduleSha256)
+    return { why: "was not kept (its build ran in a private folder: a confined eval without --jsonl, another eval of it running)" };
   let bytes: Buffer | undefined;
   try {
     bytes = readInCapture(dest, prior.module, KEPT_MODULE_MAX_BYTES);

@@ -7,16 +7,22 @@
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { createMcpServer, ToolChildren, type McpTrust } from "../../src/mcp/server.ts";
+import { createMcpServer, type McpTrust, type Reading, ToolChildren } from "../../src/mcp/server.ts";
 
 /**
  * A client connected to a new server (createMcpServer): `trust` its --trust-builds and --root,
  * `progressMs` how often its progress notifications come (the server's default without), `name` the
- * client's name in the handshake.
+ * client's name in the handshake, `reading` what the server pauses while the calls it holds are large.
  */
-export async function connected(o: { trust?: McpTrust; progressMs?: number; name?: string; jobs?: number; inflightMax?: number } = {}): Promise<Client> {
+export async function connected(
+  o: { trust?: McpTrust; progressMs?: number; name?: string; jobs?: number; inflightMax?: number; reading?: Reading } = {},
+): Promise<Client> {
   const [a, b] = InMemoryTransport.createLinkedPair();
-  const so = { ...(o.progressMs === undefined ? {} : { progressMs: o.progressMs }), ...(o.inflightMax === undefined ? {} : { inflightMax: o.inflightMax }) };
+  const so = {
+    ...(o.progressMs === undefined ? {} : { progressMs: o.progressMs }),
+    ...(o.inflightMax === undefined ? {} : { inflightMax: o.inflightMax }),
+    ...(o.reading ? { reading: o.reading } : {}),
+  };
   await createMcpServer(new ToolChildren(o.jobs), o.trust ?? {}, so).connect(a);
   const client = new Client({ name: o.name ?? "test", version: "1" });
   await client.connect(b);

@@ -98,7 +98,9 @@ export default defineCommand({
     log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
-    const done = serve(transport, { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: served }, jobs);
+    const trust = { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: served };
+    // held calls' arguments past half MCP_INFLIGHT_MAX: the client's next messages wait in the pipe, unread
+    const done = serve(transport, trust, jobs, { pause: () => process.stdin.pause(), resume: () => process.stdin.resume() });
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;

@@ -1049,3 +1049,19 @@ test("the arguments of the calls running or waiting are bounded: a call past the
     await c.close();
   }
 });
+
+test("while the calls held reach half the bound, the server stops reading the client's messages and reads again once they end (adversary 30: parsed requests cost several times their bytes before any handler refuses them)", async () => {
+  const dir = await fresh();
+  const seen: string[] = [];
+  const c = await connected({ inflightMax: 4096, jobs: 1, reading: { pause: () => seen.push("pause"), resume: () => seen.push("resume") } });
+  try {
+    await c.callTool({ name: "inspect", arguments: { dir, _pad: "x".repeat(3000) } as Record<string, unknown> });
+    expect(seen).toEqual(["pause", "resume"]);
+    seen.length = 0;
+    await c.callTool({ name: "inspect", arguments: { dir } });
+    expect(seen).not.toContain("pause"); // a small call leaves reading on
+    expect(seen.at(-1)).toBe("resume");
+  } finally {
+    await c.close();
+  }
+});
