@@ -13,7 +13,7 @@
  * shard holds none, writes nothing there; a results folder it made is removed again when no
  * record went into it (interrupted before the first capture finished).
  */
-import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync, statSync, type Stats } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, realpathSync, rmdirSync, rmSync, statSync, type Stats } from "node:fs";
 import { join, resolve } from "node:path";
 import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
@@ -79,6 +79,8 @@ export interface CheckReport {
   summary: Summary;
   exitCode: number;
   seconds: number;
+  /** --merge --partial: the shards ("K/N") the files lacked. */
+  missingShards?: string[];
 }
 
 /** A judgement that makes no claim: the baseline's times and this run's were not taken alike (`reason` says how). */
@@ -397,11 +399,15 @@ function reportOf(records: CheckRecord[], o: Omit<CheckReport, "captures" | "sum
   return { ...o, captures: ordered(records), summary: summarize(records), exitCode: exitCodeOf(records) };
 }
 
-export function writeJunit(path: string, r: CheckReport, notChecked?: { ids: string[]; code: string; why: string }): void {
+/**
+ * Write the JUnit XML of `r` to `path`. `notChecked`: testcases that are each one <error> (captures an
+ * interruption left, property `interrupted`; shards a --merge --partial lacks, property `missingShards`).
+ */
+export function writeJunit(path: string, r: CheckReport, notChecked?: { ids: string[]; code: string; why: string }, property = "interrupted"): void {
   const properties: Record<string, string> = { rebuild: String(r.rebuild), slowerPct: String(r.slowerPct), workers: String(r.workers) };
   if (r.baseline) properties.baseline = r.baseline;
   if (r.shard) properties.shard = `${r.shard.index}/${r.shard.count}`;
-  if (notChecked) properties.interrupted = String(notChecked.ids.length);
+  if (notChecked) properties[property] = String(notChecked.ids.length);
   writeFileAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties, ...(notChecked ? { notChecked } : {}) }));
 }
 
@@ -435,7 +441,7 @@ function refuseNotOwn(path: string, what: "results file" | "--baseline file" | "
  * said. A --json document of no capture (a shard that held none) gives none.
  * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS, E_UNSAFE_PATH, E_RECORD_AUTH (a record without a valid authenticator, naming its line or captures[N]; no key to verify with)
  */
-function recordsIn(path: string): CheckRecord[] {
+function recordsIn(path: string): { records: CheckRecord[]; shard?: string | null } {
   const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
   if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint });
   if (statSync(path).isDirectory())
@@ -443,7 +449,7 @@ function recordsIn(path: string): CheckRecord[] {
       hint: `Give ${join(path, "results.jsonl")}, the file a \`kerncap check --results ${path}\` wrote.`,
     });
   const text = readInputFile(path, "results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, "results file"));
-  let doc: { captures?: unknown } | undefined;
+  let doc: { captures?: unknown; shard?: unknown } | undefined;
   try {
     doc = path.endsWith(".jsonl") ? undefined : JSON.parse(text);
   } catch {
@@ -472,7 +478,10 @@ function recordsIn(path: string): CheckRecord[] {
           hint: "The document was altered or is not kerncap check's; give the shards' own results files.",
         });
     });
-    return r.output;
+    // the run's own --shard (a shard that held no capture has no record to say it)
+    const sh = doc?.shard as { index?: unknown; count?: unknown } | null | undefined;
+    const shard = sh === null ? null : typeof sh?.index === "number" && typeof sh.count === "number" ? `${sh.index}/${sh.count}` : undefined;
+    return { records: r.output, ...(shard !== undefined ? { shard } : {}) };
   }
   const { records, truncated, validBytes } = parseResults(path, text, MERGE_AUTH_HINT);
   if (truncated && validBytes < Buffer.byteLength(text)) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
@@ -481,7 +490,45 @@ function recordsIn(path: string): CheckRecord[] {
       hint: "A shard that stopped before its first capture leaves an empty results file, and a file that is not kerncap check's has none: run that shard again (--resume), or leave the file out.",
     });
   }
-  return records;
+  return { records };
+}
+
+/**
+ * The shards of one run that the files of a --merge lack. `seen`: each run's share as the files
+ * say it ("K/N"; null: a whole-corpus run; absent from records of kerncap before it, not counted),
+ * with the files saying it. Every K of one N must be there; a whole-corpus run's records are not
+ * mixed with a sharded run's.
+ * @returns the missing shards ("K/N"), in order (none: [])
+ * @throws KerncapError E_RESULTS (shards of two counts, whole-corpus records beside sharded ones: the files named)
+ */
+export function missingShards(seen: Map<string | null, Set<string>>): string[] {
+  const names = (k: string | null) => [...seen.get(k)!].join(", ");
+  const sharded = [...seen.keys()].filter((k): k is string => k !== null);
+  const hint = "Nothing was merged. Give the results files of one run: its shards' (--shard K/N, each K of one N) or the one file of a run without --shard.";
+  if (!sharded.length) return [];
+  if (seen.has(null))
+    throw new KerncapError(
+      "E_RESULTS",
+      `records of a run without --shard (${names(null)}) and of a sharded run (--shard ${sharded[0]}: ${names(sharded[0]!)}) given together: they are not one run`,
+      { hint },
+    );
+  const parsed = sharded.map((k) => {
+    const m = /^(\d+)\/(\d+)$/.exec(k);
+    if (!m) throw new KerncapError("E_RESULTS", `${names(k)}: shard ${JSON.stringify(k)} is not K/N`, { hint });
+    return { k, index: Number(m[1]), count: Number(m[2]) };
+  });
+  const other = parsed.find((p) => p.count !== parsed[0]!.count);
+  if (other)
+    throw new KerncapError(
+      "E_RESULTS",
+      `shards of two counts given together: --shard ${parsed[0]!.k} (${names(parsed[0]!.k)}) and --shard ${other.k} (${names(other.k)})`,
+      { hint },
+    );
+  const count = parsed[0]!.count;
+  const have = new Set(parsed.map((p) => p.index));
+  return Array.from({ length: count }, (_, i) => i)
+    .filter((i) => !have.has(i))
+    .map((i) => `${i}/${count}`);
 }
 
 /**
@@ -490,20 +537,50 @@ function recordsIn(path: string): CheckRecord[] {
  * a second record of it is another run's, or someone's made up); within one file its later record
  * is kept (a --resume appends a capture's new record after its error). Every file, the baseline
  * and a --write-baseline read as the base, must be the user's own, that no one else can write
- * (refuseNotOwn). seconds: the captures' own, summed.
- * @throws KerncapError E_USAGE, E_RESULTS (a damaged file, a capture in two files: both named),
+ * (refuseNotOwn). seconds: the captures' own, summed. The files must cover every shard of one run
+ * (missingShards); `partial`: merge what is there, each missing shard said on stderr, in
+ * `missingShards` and as an <error> in the JUnit (the exit code then at least 2). One file given
+ * twice (by another name too) is read once, with a warning naming it.
+ * @throws KerncapError E_USAGE, E_RESULTS (a damaged file, a capture in two files: both named; a missing shard without `partial`, shards of two runs),
  *   E_UNSAFE_PATH (another user's file), E_BASELINE (no --baseline file, before any is read; one that is not a baseline)
  */
-export function mergeResults(files: string[], o: { baseline?: string; writeBaseline?: string; slowerPct: number; junit?: string }): CheckReport {
+export function mergeResults(
+  files: string[],
+  o: { baseline?: string; writeBaseline?: string; slowerPct: number; junit?: string; partial?: boolean },
+): CheckReport {
   if (o.baseline) requireBaselineFile(resolve(o.baseline));
   if (o.junit) checkOutputFile("junit", o.junit);
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
   const byId = new Map<string, { r: CheckRecord; file: string }>();
+  const given = new Map<string, string>(); // each file's real path: the name it was first given by
+  const shards = new Map<string | null, Set<string>>();
+  const readFiles: { file: string; records: CheckRecord[] }[] = [];
+  const inFile = (k: string | null, file: string) => void (shards.get(k) ?? shards.set(k, new Set()).get(k)!).add(file);
   assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
     const file = resolve(f);
+    let real = file;
+    try {
+      real = realpathSync(file);
+    } catch {
+      /* not there: recordsIn says so */
+    }
+    const first = given.get(real);
+    if (first !== undefined) {
+      log.warn(`${file} was given to --merge twice${first === file ? "" : ` (as ${first} too)`}: merged once`);
+      continue;
+    }
+    given.set(real, file);
     warnSharedParent(file, "check --merge");
-    for (const r of recordsIn(file)) {
+    const read = recordsIn(file);
+    if (read.shard !== undefined) inFile(read.shard, file);
+    for (const r of read.records) if (r.shard !== undefined) inFile(r.shard, file);
+    readFiles.push({ file, records: read.records });
+  }
+  // one run's files first (a whole run's beside a shard's, shards of two counts), then their captures
+  const missing = missingShards(shards);
+  for (const { file, records } of readFiles) {
+    for (const r of records) {
       const earlier = byId.get(r.id);
       if (earlier && earlier.file !== file)
         throw new KerncapError("E_RESULTS", `${r.id} is in two results files, ${earlier.file} and ${file}: one run's shards are disjoint`, {
@@ -512,6 +589,18 @@ export function mergeResults(files: string[], o: { baseline?: string; writeBasel
       byId.set(r.id, { r, file });
     }
   }
+  if (missing.length && !o.partial)
+    throw new KerncapError(
+      "E_RESULTS",
+      `the results files lack ${missing.length === 1 ? "shard" : "shards"} ${missing.join(", ")} of the run: a merge without ${missing.length === 1 ? "it" : "them"} would be a shorter run`,
+      {
+        hint: "Nothing was merged. Give every shard's results file (a shard that held no capture writes none: give its --json document), or merge what is there with --partial (the missing shards said, and each an <error> in the JUnit).",
+      },
+    );
+  if (missing.length)
+    log.warn(
+      `merged without ${missing.length === 1 ? "shard" : "shards"} ${missing.join(", ")} (--partial): ${missing.length === 1 ? "its" : "their"} captures are not in this report`,
+    );
   const base = o.baseline ? readBaseline(resolve(o.baseline), refuseNotOwn(resolve(o.baseline), "--baseline file")) : undefined;
   // judged again against the baseline: authenticated anew, with the key its records were verified with
   const key: ResultsKey | undefined = base && byId.size ? keyForReading(files[0]!, MERGE_AUTH_HINT) : undefined;
@@ -529,6 +618,22 @@ export function mergeResults(files: string[], o: { baseline?: string; writeBasel
     slowerPct: o.slowerPct,
     seconds: records.reduce((a, r) => a + r.seconds, 0),
   });
-  if (o.junit) writeJunit(o.junit, report);
+  if (missing.length) {
+    report.missingShards = missing;
+    if (report.exitCode === 0) report.exitCode = 2; // not every capture was checked: never a green run
+  }
+  if (o.junit)
+    writeJunit(
+      o.junit,
+      report,
+      missing.length
+        ? {
+            ids: missing.map((k) => `shard ${k.replace("/", " of ")}`),
+            code: "E_RESULTS",
+            why: "not merged: this shard's results file was not given (--merge --partial)",
+          }
+        : undefined,
+      "missingShards",
+    );
   return report;
 }

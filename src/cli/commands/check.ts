@@ -163,7 +163,16 @@ export default defineCommand({
         "Check only shard K of N (0 ≤ K < N; a stable share by the capture's identity): a CI matrix, or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT",
       valueHint: "K/N",
     },
-    merge: { type: "boolean", description: "Join results files (the shards' results.jsonl or --json documents) into one report", default: false },
+    merge: {
+      type: "boolean",
+      description: "Join results files (the shards' results.jsonl or --json documents) into one report; every shard K/N of the run must be given",
+      default: false,
+    },
+    partial: {
+      type: "boolean",
+      description: "With --merge: merge the files given even when shards are missing (each said, and an error in the JUnit; exit at least 2)",
+      default: false,
+    },
     junit: { type: "string", description: "Write JUnit XML to FILE (failure: mismatch or slower; error; skipped)", valueHint: "FILE" },
     report: {
       type: "string",
@@ -220,10 +229,17 @@ export default defineCommand({
         ["iters", "runs", "atol", "rtol", "dtype", "multiset", "verify", "no-verify", "allow-version-mismatch"].find(given);
       if (stray)
         throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, {
-          hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json].",
+          hint: "Merge with --merge FILE… [--partial] [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json].",
         });
-      report = mergeResults(paths, { baseline: args.baseline, writeBaseline: args["write-baseline"], slowerPct, junit: args.junit });
+      report = mergeResults(paths, {
+        baseline: args.baseline,
+        writeBaseline: args["write-baseline"],
+        slowerPct,
+        junit: args.junit,
+        partial: Boolean(args.partial),
+      });
     } else {
+      if (args.partial) throw new KerncapError("E_USAGE", "--partial applies to --merge only", { hint: "Add --merge FILE…, or leave --partial out." });
       const settings = checkSettings(args, rawArgs);
       // one digest names one capture's files: check's --trust is plain (each capture's build is read once, hashed and run from a private copy)
       if (rawArgs.some((x, i) => x.startsWith("--trust=") && !rawArgs.slice(0, i).includes("--")))

