@@ -25,7 +25,7 @@ import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { plural } from "../util/format.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
-import { BASELINE_FILE, baselineEntry, readBaseline, requireBaselineFile, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
+import { BASELINE_FILE, baselineEntry, readBaseline, requireBaselineFile, withTimings, writeBaseline, writeRunBaseline, type Baseline } from "./baseline.ts";
 import { discoverCaptures, type CaptureRef } from "./discover.ts";
 import { junitXml } from "./junit.ts";
 import { drain, type OpenRunner } from "./pool.ts";
@@ -260,7 +260,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     const added = withTimings(run.baseline, records, { replace: false });
     if (Object.keys(added.captures).length !== Object.keys(run.baseline.captures).length) writeBaseline(run.baselinePath, added);
   }
-  if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(run.baseline, records, { replace: true }));
+  if (o.writeBaseline) writeRunBaseline(resolve(o.writeBaseline), run.baseline, records, log);
   const report = reportOfRun();
   if (o.junit) writeJunit(o.junit, report);
   return report;
@@ -607,7 +607,7 @@ export function mergeResults(
   const records = [...byId.values()].map(({ r }) => (base ? sealRecord(documentId("check-record"), recordOf(r, base, o.slowerPct, r.worker, r.gpu), key) : r));
   if (o.writeBaseline) {
     const over = base ?? readBaseline(resolve(o.writeBaseline), refuseNotOwn(resolve(o.writeBaseline), "--write-baseline file"));
-    writeBaseline(resolve(o.writeBaseline), withTimings(over, records, { replace: true }));
+    writeRunBaseline(resolve(o.writeBaseline), over, records, log);
   }
   const report = reportOf(records, {
     results: null,

@@ -144,3 +144,40 @@ test("--merge given one file twice (a glob overlap, or a link to it): a warning 
 
 void existsSync;
 void writeFileSync;
+
+test("--write-baseline from a run that timed no capture (no GPU): not written, an existing FILE untouched, said; a written one says how many captures it holds", async () => {
+  const root = await corpus(3);
+  const noGpu = fakeWorkers((t) =>
+    fakeOutcome(t, { outcome: "error", verdict: null, numerics: null, timing: null, device: null, code: "E_NO_GPU", reason: "no NVIDIA driver" }),
+  );
+  const fresh = join(tempDir(), "new.json");
+  const { err, value } = await stderrOf(() => runCheck(checkOptions([root], join(tempDir(), "r"), noGpu, { writeBaseline: fresh })));
+  expect(value.exitCode).toBe(2);
+  expect(existsSync(fresh)).toBe(false);
+  expect(err).toContain(`--write-baseline ${fresh} not written: no capture of this run was timed (3 captures, none a timed match)`);
+  // one written before: left as it is
+  const r1 = join(tempDir(), "r1");
+  const two = await stderrOf(() =>
+    runCheck(
+      checkOptions(
+        [root],
+        r1,
+        fakeWorkers((t) => (t.id === "corpus/c1" ? fakeOutcome(t, { verdict: "mismatch", reason: "differs" }) : fakeOutcome(t))),
+        { writeBaseline: fresh },
+      ),
+    ),
+  );
+  expect(two.err).toContain(`baseline ${fresh}: 2 of 3 captures of this run`);
+  const before = readFileSync(fresh, "utf8");
+  expect(Object.keys(JSON.parse(before).captures).sort()).toEqual(["corpus/c0", "corpus/c2"]);
+  await stderrOf(() => runCheck(checkOptions([root], join(tempDir(), "r2"), noGpu, { writeBaseline: fresh })));
+  expect(readFileSync(fresh, "utf8")).toBe(before);
+  // --merge of the no-GPU run: the same
+  const merged = join(tempDir(), "merged.json");
+  const m = await stderrOf(() => mergeResults([join(r1, "results.jsonl")], { slowerPct: 10, writeBaseline: merged }));
+  expect(m.err).toContain(`baseline ${merged}: 2 of 3 captures of this run`);
+  const r3 = join(tempDir(), "r3");
+  await stderrOf(() => runCheck(checkOptions([root], r3, noGpu)));
+  const none = await stderrOf(() => mergeResults([join(r3, "results.jsonl")], { slowerPct: 10, writeBaseline: join(tempDir(), "m2.json") }));
+  expect(none.err).toContain("not written: no capture of this run was timed");
+}, 60_000);
