@@ -31,7 +31,7 @@ import { junitXml } from "./junit.ts";
 import { drain, type OpenRunner } from "./pool.ts";
 import { CheckProgress } from "./progress.ts";
 import { CheckRecord, recordProblem, statusOf, type Outcome, type TimeJudgement } from "../format/check-record.ts";
-import { parseResults, PREVIOUS_RESULTS_FILE, ResultsLog, RESULTS_FILE } from "./results.ts";
+import { lockResultsFolder, parseResults, PREVIOUS_RESULTS_FILE, ResultsLog, RESULTS_FILE } from "./results.ts";
 import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
 import type { CheckSettings } from "./runner.ts";
 import { shardOf, type Shard } from "./shard.ts";
@@ -218,6 +218,15 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   // what each record's verdict is judged on (src/format/subject.ts), taken before any capture is checked
   const subjects = new Map(mine.map((c) => [c.id, checkSubject(c, o.settings)]));
   const run = openResults(o, dir, subjects);
+  try {
+    return await checkRun(o, run, mine, dir);
+  } finally {
+    run.unlock();
+  }
+}
+
+/** A run with its results folder open and locked (openResults): the captures checked, the baselines and JUnit written. @throws as runCheck */
+async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir: string): Promise<CheckReport> {
   const { kept } = run;
   const tasks = mine.filter((c) => !run.done.has(c.id));
   const stops = new StopSignals().install();
@@ -302,17 +311,41 @@ interface OpenedRun {
   subjects: Map<string, string>;
   /** This run's share, as its records carry it ("K/N"), null without --shard. */
   shard: string | null;
+  /** Give the results folder's lock back (lockResultsFolder); safe to call more than once. */
+  unlock: () => void;
 }
 
 /**
- * The results folder made (refused when another user could write it) and opened: the baseline
- * read, the results file opened (--resume: continued, only with the --shard it began with).
- * @throws KerncapError E_UNSAFE_PATH (refuseSharedResults), E_RESULTS, E_BASELINE, E_USAGE (--resume of another shard's run)
+ * The results folder made (refused when another user could write it), locked for this run (another
+ * live check in it refused: lockResultsFolder) and opened: the baseline read, the results file
+ * opened (--resume: continued, only with the --shard it began with).
+ * @throws KerncapError E_UNSAFE_PATH (refuseSharedResults), E_RESULTS (another check running in it; a damaged results file), E_BASELINE, E_USAGE (--resume of another shard's run)
  */
 function openResults(o: CheckOptions, dir: string, subjects: Map<string, string>): OpenedRun {
   refuseSharedResults(dir, o.baseline ? resolve(o.baseline) : undefined);
   const made = !existsSync(dir);
   mkdirSync(dir, { recursive: true, mode: 0o755 }); // no group write whatever the umask: the next run would refuse it
+  const unlock = lockResultsFolder(dir); // before the results file is moved or read: another run's is not touched
+  try {
+    return { ...openLocked(o, dir, subjects, made), unlock };
+  } catch (e) {
+    unlock();
+    if (made) rmEmpty(dir);
+    throw e;
+  }
+}
+
+/** A folder removed when it is empty (one this run made and put nothing into); anything in it: left as it is. */
+function rmEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    /* something else was put there meanwhile: left as it is */
+  }
+}
+
+/** openResults once the folder is locked. */
+function openLocked(o: CheckOptions, dir: string, subjects: Map<string, string>, made: boolean): Omit<OpenedRun, "unlock"> {
   const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
   if (!o.baseline) refuseLink(baselinePath, "the baseline this check writes"); // before the run, not after it
   const baseline = readBaseline(baselinePath);
@@ -385,11 +418,8 @@ async function checkAll(o: CheckOptions, tasks: CaptureRef[], run: OpenedRun, st
     // a folder this run made and wrote no record into (interrupted, or failed, before the first capture finished): not left behind
     if (run.made && !run.keptAll.length && !fresh.length) {
       rmSync(join(dir, RESULTS_FILE), { force: true });
-      try {
-        rmdirSync(dir);
-      } catch {
-        /* something else was put there meanwhile: left as it is */
-      }
+      run.unlock();
+      rmEmpty(dir);
     }
   }
   return fresh;

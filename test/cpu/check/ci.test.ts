@@ -13,10 +13,12 @@ import type { OpenRunner } from "../../../src/check/pool.ts";
 import type { Outcome } from "../../../src/format/check-record.ts";
 import { log } from "../../../src/log.ts";
 import { runCli } from "../../../src/cli/main.ts";
+import { RESULTS_LOCK } from "../../../src/check/results.ts";
+import { hostname } from "node:os";
 import { checkOptions, fakeOutcome, makeCapture, tempDir, thrownBy } from "../fixtures.ts";
 
 /** Workers that answer with `f`. */
-function fakeWorkers(f: (t: CaptureRef) => Outcome): () => OpenRunner {
+function fakeWorkers(f: (t: CaptureRef) => Outcome | Promise<Outcome>): () => OpenRunner {
   return () => () => ({ run: async (t) => f(t), kill() {}, close: async () => {} });
 }
 
@@ -181,3 +183,67 @@ test("--write-baseline from a run that timed no capture (no GPU): not written, a
   const none = await stderrOf(() => mergeResults([join(r3, "results.jsonl")], { slowerPct: 10, writeBaseline: join(tempDir(), "m2.json") }));
   expect(none.err).toContain("not written: no capture of this run was timed");
 }, 60_000);
+
+test("two checks on one --results folder at once: the second refused (E_RESULTS) naming the first's pid, nothing of the first's touched; a killed run's lock taken over; the lock gone after a run", async () => {
+  const root = await corpus(2);
+  const res = join(tempDir(), "r");
+  let go!: () => void;
+  const gate = new Promise<void>((r) => (go = r));
+  const first = runCheck(
+    checkOptions(
+      [root],
+      res,
+      fakeWorkers(async (t) => (await gate, fakeOutcome(t))),
+    ),
+  );
+  await Bun.sleep(50);
+  const second = await thrownBy(() =>
+    runCheck(
+      checkOptions(
+        [root],
+        res,
+        fakeWorkers((t) => fakeOutcome(t)),
+      ),
+    ),
+  );
+  expect(second?.code).toBe("E_RESULTS");
+  expect(second?.message).toContain(`another kerncap check (process ${process.pid}) is running in ${res}`);
+  expect(second?.hint).toContain("another --results DIR");
+  go();
+  expect((await first).captures.length).toBe(2);
+  expect(parseResultsCount(join(res, "results.jsonl"))).toBe(2); // the first run's records alone
+  expect(existsSync(join(res, RESULTS_LOCK))).toBe(false);
+  // a lock whose process is gone (killed): taken over
+  const dead = Bun.spawnSync(["true"]).pid;
+  writeFileSync(join(res, RESULTS_LOCK), `${dead} ${hostname()}\n`);
+  expect(
+    (
+      await runCheck(
+        checkOptions(
+          [root],
+          res,
+          fakeWorkers((t) => fakeOutcome(t)),
+        ),
+      )
+    ).captures.length,
+  ).toBe(2);
+  expect(existsSync(join(res, RESULTS_LOCK))).toBe(false);
+  // one of another host (a shared file system): refused, saying how to clear it
+  writeFileSync(join(res, RESULTS_LOCK), `4242 other-node\n`);
+  const other = await thrownBy(() =>
+    runCheck(
+      checkOptions(
+        [root],
+        res,
+        fakeWorkers((t) => fakeOutcome(t)),
+      ),
+    ),
+  );
+  expect(other?.message).toContain("(process 4242 on other-node)");
+  expect(other?.hint).toContain(`remove ${join(res, RESULTS_LOCK)}`);
+}, 60_000);
+
+/** The number of lines of a results file. */
+function parseResultsCount(path: string): number {
+  return readFileSync(path, "utf8").split("\n").filter(Boolean).length;
+}
