@@ -28,7 +28,7 @@ import { privateTempFolder } from "../cache.ts";
 import { unpackArchive } from "../format/archive.ts";
 import { shownPath } from "../format/paths.ts";
 import { checksumsChecked, notOwnEntry } from "../format/received.ts";
-import { openCapture, verifyFiles } from "../format/capture-dir.ts";
+import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
@@ -72,6 +72,8 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     const m = (p.m = capture.manifest);
     // --no-verify is not honoured for a received capture (an archive's is): its after state is another's to change
     const verify = checksumsChecked(dir, m, s.verify, task.kind === "archive" ? task.path : dir);
+    // the memory images' chunks, checked on the CPU where no GPU checks them (an archive's were, as it was unpacked)
+    if (verify && task.kind !== "archive") p.chunks = { dir, m };
     const captured = { name: m.device.name, arch: m.device.arch };
     const kernel = m.kernel.demangled || m.kernel.name;
     const fe = frontendOf(m);
@@ -123,7 +125,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       timing: samples.length ? { medianUs: r.timing.medianUs, samplesUs: samples, ...(r.timing.l2 === "flushed" ? { l2: "flushed" as const } : {}) } : null,
     });
   } catch (e) {
-    return out(failedOutcome(e, p, s));
+    return out(failedOutcome(damagedFirst(e, p), p, s));
   } finally {
     if (p.tmp) rmSync(p.tmp, { recursive: true, force: true });
     // the memory images' mmap windows are unmapped when collected (src/format/file-image.ts):
@@ -145,6 +147,7 @@ async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s:
     return deviceArch(m.device.vendor);
   } catch (e) {
     if (!reproducer || !isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
+    checkChunksOnCpu(p); // a damaged memory image is said before the build, as the other files are
     const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
     p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: null };
     throw new KerncapError("E_NO_GPU", `rebuilt by ${builderWords(b.builder)} in ${b.seconds.toFixed(2)} s (it compiles)${NOT_REPLAYED}${e.message}`, {
@@ -153,10 +156,38 @@ async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s:
   }
 }
 
+/**
+ * The error a check ends with when no GPU is here (E_NO_GPU): a damaged memory image first. The
+ * replay checks every restored chunk's kc64 on the GPU; without one, each stored chunk is checked
+ * on the CPU (verifyRegions, as `inspect --verify` does: one read of the images) once the GPU was
+ * found missing, not before every replay (the GPU's check costs a replay nothing, the CPU's a read
+ * of every stored byte). Skipped with --no-verify (for the user's own captures) and for an archive,
+ * whose chunks its unpack checked.
+ * @returns the E_CHECKSUM of a damaged chunk, else `e`
+ */
+function damagedFirst(e: unknown, p: Checked): unknown {
+  if (!isKerncapError(e) || e.code !== "E_NO_GPU") return e;
+  try {
+    checkChunksOnCpu(p);
+  } catch (damaged) {
+    return damaged;
+  }
+  return e;
+}
+
+/** verifyRegions of the capture's memory images, once per check (p.chunks: set where its checksums are checked, cleared once done). @throws KerncapError E_CHECKSUM naming the file, range and chunk */
+function checkChunksOnCpu(p: Checked): void {
+  const c = p.chunks;
+  p.chunks = undefined;
+  if (c) verifyRegions(c.dir, c.m);
+}
+
 /** What one capture's check has come to so far, for the outcome of a failure and the clean-up: an archive's temp folder, the manifest, the rebuild started and its record, the note. */
 interface Checked {
   tmp?: string;
   m?: Manifest;
+  /** The capture whose memory images' chunks are still to be checked on the CPU where no GPU checks them (damagedFirst). */
+  chunks?: { dir: string; m: Manifest };
   rebuilt?: StartedRebuild;
   rebuild: Outcome["rebuild"];
   note: string | null;

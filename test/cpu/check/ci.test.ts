@@ -11,10 +11,14 @@ import { mergeResults, runCheck } from "../../../src/check/check.ts";
 import type { CaptureRef } from "../../../src/check/discover.ts";
 import type { OpenRunner } from "../../../src/check/pool.ts";
 import type { Outcome } from "../../../src/format/check-record.ts";
-import { log } from "../../../src/log.ts";
 import { runCli } from "../../../src/cli/main.ts";
 import { RESULTS_LOCK } from "../../../src/check/results.ts";
 import { hostname } from "node:os";
+import { checkCapture } from "../../../src/ops/check.ts";
+import type { CheckSettings } from "../../../src/check/runner.ts";
+
+const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
+const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
 import { checkOptions, fakeOutcome, makeCapture, tempDir, thrownBy } from "../fixtures.ts";
 
 /** Workers that answer with `f`. */
@@ -60,8 +64,6 @@ async function shardFiles(root: string, n: number): Promise<string[]> {
   }
   return files;
 }
-
-void log;
 
 test("--merge of a run's shards with one missing: E_RESULTS (exit 2) naming it and --partial; --partial merges the rest, says it and puts an <error> per missing shard in the JUnit", async () => {
   const root = await corpus(6);
@@ -143,9 +145,6 @@ test("--merge given one file twice (a glob overlap, or a link to it): a warning 
   expect(err).toContain(`${f} was given to --merge twice: merged once`);
   expect(err).toContain(`${link} was given to --merge twice (as ${f} too): merged once`);
 }, 60_000);
-
-void existsSync;
-void writeFileSync;
 
 test("--write-baseline from a run that timed no capture (no GPU): not written, an existing FILE untouched, said; a written one says how many captures it holds", async () => {
   const root = await corpus(3);
@@ -247,3 +246,28 @@ test("two checks on one --results folder at once: the second refused (E_RESULTS)
 function parseResultsCount(path: string): number {
   return readFileSync(path, "utf8").split("\n").filter(Boolean).length;
 }
+
+test.skipIf(HAS_GPU)(
+  "no GPU: a flipped byte in memory/after.bin's stored chunk is E_CHECKSUM naming it (checked on the CPU), not E_NO_GPU, plain and --rebuild (before the build); --no-verify: E_NO_GPU",
+  async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const task: CaptureRef = { id: "cap", path: dir, kind: "folder" };
+    expect((await checkCapture(task, SETTINGS)).code).toBe("E_NO_GPU"); // undamaged: the missing GPU
+    const after = join(dir, "memory/after.bin");
+    const bytes = readFileSync(after);
+    bytes[100] = bytes[100]! ^ 0xff;
+    writeFileSync(after, bytes);
+    const plain = await checkCapture(task, SETTINGS);
+    expect([plain.outcome, plain.code], plain.reason ?? "").toEqual(["error", "E_CHECKSUM"]);
+    expect(plain.reason).toContain("memory/after.bin");
+    writeFileSync(join(dir, "build.sh"), "#!/bin/sh\ntouch built\n");
+    const rebuilt = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+    expect(rebuilt.value.code, rebuilt.value.reason ?? "").toBe("E_CHECKSUM");
+    expect(rebuilt.value.reason).toContain("memory/after.bin");
+    expect(rebuilt.value.rebuild).toBeNull();
+    expect(existsSync(join(dir, "built"))).toBe(false);
+    expect((await checkCapture(task, { ...SETTINGS, verify: false })).code).toBe("E_NO_GPU");
+  },
+  60_000,
+);
