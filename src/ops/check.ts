@@ -82,6 +82,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     // replay checks the same files, but --rebuild reaches E_NO_GPU first: archOrBuildOnly)
     if (s.rebuild) verifyFiles(dir, verify ? m : { ...m, files: [] });
     if (s.rebuild && reproducer) gateRebuild(task, dir, m, s, theirs);
+    if (s.buildOnly) return out(await buildOnly(dir, m, reproducer, s, p, { kernel, captured }));
     checkMultiset(dir, m, s.tolerance.multiset); // a region this capture lacks: said before the GPU, as replay says it
     // the worker's GPU (device 0 of its own CUDA_VISIBLE_DEVICES); undefined for AMD captures (not retargeted)
     const here = s.rebuild ? await archOrBuildOnly(dir, m, reproducer, s, p) : undefined;
@@ -132,6 +133,38 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     // collected now, so that the next capture's fixed VAs do not meet this one's host mappings
     Bun.gc(true);
   }
+}
+
+/**
+ * `check --rebuild --build-only`: the capture's reproducer built for its captured target, no GPU
+ * looked for, nothing replayed: verdict "built" with its `rebuild`; a capture without a reproducer
+ * (no build.sh, or a frontend that is not rebuilt: HIP) is skipped (E_NO_REPRODUCER).
+ * @throws the build's error (E_BUILD, E_NO_NVCC …: the capture's error)
+ */
+async function buildOnly(
+  dir: string,
+  m: Manifest,
+  reproducer: boolean,
+  s: CheckSettings,
+  p: Checked,
+  known: Pick<Outcome, "kernel" | "captured">,
+): Promise<Partial<Outcome> & Pick<Outcome, "outcome">> {
+  if (!reproducer)
+    return {
+      outcome: "skipped",
+      ...known,
+      code: "E_NO_REPRODUCER",
+      reason: `no reproducer to rebuild (${frontendOf(m).validates ? "no build.sh" : `a ${frontendOf(m).name} capture is not rebuilt`}): nothing built (--build-only)`,
+    };
+  const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
+  p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: null };
+  return {
+    outcome: "done",
+    ...known,
+    verdict: "built",
+    rebuild: p.rebuild,
+    note: `built by ${builderWords(b.builder)} in ${b.seconds.toFixed(2)} s; not replayed (--build-only)`,
+  };
 }
 
 /**

@@ -79,6 +79,7 @@ export function checkSettings(
     verify?: unknown;
     "flush-l2"?: unknown;
     rebuild?: unknown;
+    "build-only"?: unknown;
     "allow-version-mismatch"?: unknown;
     trust?: unknown;
   },
@@ -90,6 +91,7 @@ export function checkSettings(
     verify: args.verify !== false,
     ...(args["flush-l2"] ? { flushL2: true } : {}),
     rebuild: Boolean(args.rebuild),
+    ...(args["build-only"] ? { buildOnly: true } : {}),
     force: Boolean(args["allow-version-mismatch"]),
     trust: Boolean(args.trust),
     tolerance: toleranceOptions(args, rawArgs),
@@ -111,6 +113,12 @@ export default defineCommand({
       type: "boolean",
       description:
         "Rebuild each capture from its reproducer with the toolchain installed now (runs its build.sh: for captures you trust), as `kerncap validate` does; on a GPU of another architecture, for this one (CUDA)",
+      default: false,
+    },
+    "build-only": {
+      type: "boolean",
+      description:
+        "With --rebuild: rebuild each capture and replay none, no GPU needed (a CI runner without one): exit 0 when every capture built, 2 when one did not",
       default: false,
     },
     ...allowVersionMismatchArg("With --rebuild: "),
@@ -220,13 +228,15 @@ export default defineCommand({
     // the report files' folders checked before any capture is (as --junit's)
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k]));
     let report: CheckReport;
+    // an option given on the command line (several have defaults): those a merge or a build runs none of are refused, never silently ignored
+    const given = (o: string) => rawArgs.some((a, i) => (a === `--${o}` || a.startsWith(`--${o}=`)) && !rawArgs.slice(0, i).includes("--"));
     if (args.merge) {
-      // the options of a replay judge or time captures, which a merge runs none of: refused, never silently ignored
-      // (by the command line: several have defaults); trial 8: --rtol 0.5 --iters 50 --no-verify changed nothing, said nowhere
-      const given = (o: string) => rawArgs.some((a, i) => (a === `--${o}` || a.startsWith(`--${o}=`)) && !rawArgs.slice(0, i).includes("--"));
+      // the options of a replay judge or time captures, which a merge runs none of
+      // trial 8: --rtol 0.5 --iters 50 --no-verify changed nothing, said nowhere
       const stray =
-        (["rebuild", "trust", "resume", "gpus", "shard", "results", "flush-l2"] as const).find((k) => args[k] !== undefined && args[k] !== false) ??
-        ["iters", "runs", "atol", "rtol", "dtype", "multiset", "verify", "no-verify", "allow-version-mismatch"].find(given);
+        (["rebuild", "build-only", "trust", "resume", "gpus", "shard", "results", "flush-l2"] as const).find(
+          (k) => args[k] !== undefined && args[k] !== false,
+        ) ?? ["iters", "runs", "atol", "rtol", "dtype", "multiset", "verify", "no-verify", "allow-version-mismatch"].find(given);
       if (stray)
         throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, {
           hint: "Merge with --merge FILE… [--partial] [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json].",
@@ -246,6 +256,16 @@ export default defineCommand({
         throw new KerncapError("E_USAGE", "check takes plain --trust: a digest names the files of one capture", {
           hint: "Trust each capture with kerncap validate DIR --trust=DIGEST, or pass plain --trust to check.",
         });
+      if (settings.buildOnly) {
+        if (!settings.rebuild)
+          throw new KerncapError("E_USAGE", "--build-only applies to --rebuild only", { hint: "kerncap check --rebuild --build-only DIR…" });
+        // the options of a replay (its judging, its timing, the baselines it is timed against): a build runs none of them
+        const replayOption = ["baseline", "write-baseline", "iters", "runs", "slower", "flush-l2", "atol", "rtol", "dtype", "multiset"].find(given);
+        if (replayOption)
+          throw new KerncapError("E_USAGE", `--build-only replays nothing: --${replayOption} does not apply`, {
+            hint: "Leave it out, or run without --build-only on a machine with the captures' GPU.",
+          });
+      }
       for (const [k, flag] of [
         ["force", "allow-version-mismatch"],
         ["trust", "trust"],

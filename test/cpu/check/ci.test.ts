@@ -5,7 +5,7 @@
  * memory image said as E_CHECKSUM before the GPU is looked for.
  */
 import { expect, test } from "bun:test";
-import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { mergeResults, runCheck } from "../../../src/check/check.ts";
 import type { CaptureRef } from "../../../src/check/discover.ts";
@@ -15,6 +15,8 @@ import { runCli } from "../../../src/cli/main.ts";
 import { RESULTS_LOCK } from "../../../src/check/results.ts";
 import { hostname } from "node:os";
 import { checkCapture } from "../../../src/ops/check.ts";
+import { writeDemo } from "../../../src/capture/demo.ts";
+import { summaryTable } from "../../../src/check/report.ts";
 import type { CheckSettings } from "../../../src/check/runner.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
@@ -271,3 +273,61 @@ test.skipIf(HAS_GPU)(
   },
   60_000,
 );
+
+test("check --rebuild --build-only: each capture rebuilt, none replayed, no GPU looked for: exit 0 when every one built (verdict built, its rebuild, JUnit says built), 2 when one did not (E_BUILD); a replay's options refused", async () => {
+  const corpusDir = join(tempDir(), "corpus");
+  mkdirSync(corpusDir);
+  const { dir } = writeDemo(join(corpusDir, "cap"), false); // kerncap's own reproducer of a real module
+  const nvcc = join(tempDir(), "nvcc");
+  const savedNvcc = process.env.NVCC;
+  process.env.NVCC = nvcc;
+  try {
+    writeFileSync(nvcc, `#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && cp ${JSON.stringify(join(dir, "kernel/module.fatbin"))} "$2"; shift; done\n`, {
+      mode: 0o755,
+    });
+    const junit = join(tempDir(), "j.xml");
+    const res = join(tempDir(), "r");
+    const ok = await stderrOf(() => runCli(["check", corpusDir, "--rebuild", "--build-only", "--results", res, "--junit", junit, "--print-summary", "none"]));
+    expect(ok.value, ok.err).toBe(0);
+    expect(ok.err).toContain("built by build.sh in");
+    const rec = JSON.parse(readFileSync(join(res, "results.jsonl"), "utf8").trim());
+    expect(rec).toMatchObject({
+      outcome: "done",
+      verdict: "built",
+      status: "ok",
+      code: null,
+      time: null,
+      timing: null,
+      rebuild: { builder: "build.sh", targetArch: null },
+    });
+    expect(rec.note).toMatch(/^built by build\.sh in \d+\.\d\d s; not replayed \(--build-only\)$/);
+    expect(readFileSync(junit, "utf8")).toContain("not replayed (--build-only)");
+    expect(summaryTable([rec], 1)).toContain("1 ok (1 of them built only: --build-only replays none)");
+    // a later run without --build-only does not take the build's record as a replay's (--resume: checked again)
+    const sub = await stderrOf(() => runCli(["check", corpusDir, "--rebuild", "--results", res, "--resume", "--print-summary", "none"]));
+    expect(sub.err).toContain("checked again");
+    // one that does not build: its error, exit 2
+    writeFileSync(nvcc, `#!/bin/sh\necho 'src/kernel.cu(3): error: identifier "undefined_name" is undefined' >&2\nexit 1\n`, { mode: 0o755 });
+    const res2 = join(tempDir(), "r2");
+    const bad = await stderrOf(() => runCli(["check", corpusDir, "--rebuild", "--build-only", "--results", res2, "--print-summary", "none"]));
+    expect(bad.value).toBe(2);
+    expect(JSON.parse(readFileSync(join(res2, "results.jsonl"), "utf8").trim())).toMatchObject({ status: "error", code: "E_BUILD", verdict: null });
+    // usage: without --rebuild, with a replay's options
+    for (const extra of [
+      [],
+      ["--rebuild", "--baseline", "b.json"],
+      ["--rebuild", "--write-baseline", "b.json"],
+      ["--rebuild", "--runs", "5"],
+      ["--rebuild", "--iters=50"],
+    ]) {
+      const u = await stderrOf(() => runCli(["check", corpusDir, "--build-only", ...extra, "--results", join(tempDir(), "r3")]));
+      expect(u.value, extra.join(" ")).toBe(2);
+      expect(u.err, extra.join(" ")).toContain(
+        extra.length ? `--build-only replays nothing: ${extra[1]!.split("=")[0]} does not apply` : "--build-only applies to --rebuild only",
+      );
+    }
+  } finally {
+    if (savedNvcc === undefined) delete process.env.NVCC;
+    else process.env.NVCC = savedNvcc;
+  }
+}, 120_000);
