@@ -7,7 +7,8 @@
 import { expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { mergeResults, runCheck } from "../../../src/check/check.ts";
+import { runCheck } from "../../../src/check/check.ts";
+import { mergeResults } from "../../../src/check/merge.ts";
 import type { CaptureRef } from "../../../src/check/discover.ts";
 import type { OpenRunner } from "../../../src/check/pool.ts";
 import type { Outcome } from "../../../src/format/check-record.ts";
@@ -21,7 +22,10 @@ import type { CheckSettings } from "../../../src/check/runner.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
-import { checkOptions, fakeOutcome, makeCapture, tempDir, thrownBy } from "../fixtures.ts";
+import { checkOptions, fakeOutcome, makeCapture, stockBuildSh, tempDir, thrownBy } from "../fixtures.ts";
+import { markReceived } from "../../../src/format/received.ts";
+import { readManifest } from "../../../src/format/capture-dir.ts";
+import { requireTrustedBuild } from "../../../src/ops/gates.ts";
 
 /** Workers that answer with `f`. */
 function fakeWorkers(f: (t: CaptureRef) => Outcome | Promise<Outcome>): () => OpenRunner {
@@ -331,3 +335,30 @@ test("check --rebuild --build-only: each capture rebuilt, none replayed, no GPU 
     else process.env.NVCC = savedNvcc;
   }
 }, 120_000);
+
+test("check --rebuild of a received capture: kerncap's own build.sh shown as one line (name, size, sha256, kerncap's own), not its ~100 lines; a hand-written one printed whole; validate's gate still prints kerncap's own whole", async () => {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  const stock = stockBuildSh();
+  writeFileSync(join(dir, "build.sh"), stock);
+  markReceived(dir, "cap.zip");
+  const task: CaptureRef = { id: "cap", path: dir, kind: "folder" };
+  const own = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+  expect(own.value.code).toBe("E_UNTRUSTED");
+  const sha = new Bun.CryptoHasher("sha256").update(stock).digest("hex");
+  expect(own.err).toContain(
+    `──── build.sh (${Buffer.byteLength(stock)} bytes, sha256 ${sha}): kerncap's own build.sh (its template, compile flags only), not printed ────\n`,
+  );
+  expect(own.err).not.toContain("end of build.sh");
+  expect(own.err).not.toContain(stock.split("\n").find((l) => l.includes("nvcc"))!);
+  // validate's gate (the same function, outside check): printed whole
+  const gate = await stderrOf(() => thrownBy(() => requireTrustedBuild(dir, readManifest(dir), false)));
+  expect(gate.value?.code).toBe("E_UNTRUSTED");
+  expect(gate.err).toContain("──── end of build.sh ────");
+  // a build.sh of its own: printed whole, in check too
+  writeFileSync(join(dir, "build.sh"), `${stock}\necho mine\n`);
+  const theirs = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
+  expect(theirs.value.code).toBe("E_UNTRUSTED");
+  expect(theirs.err).toContain("echo mine");
+  expect(theirs.err).toContain("──── end of build.sh ────");
+}, 60_000);
