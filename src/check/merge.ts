@@ -30,7 +30,7 @@ const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that
  * said. A --json document of no capture (a shard that held none) gives none.
  * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS, E_UNSAFE_PATH, E_RECORD_AUTH (a record without a valid authenticator, naming its line or captures[N]; no key to verify with)
  */
-function recordsIn(path: string): { records: CheckRecord[]; shard?: string | null } {
+function recordsIn(path: string): { records: CheckRecord[]; shard?: string } {
   const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
   if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint });
   if (statSync(path).isDirectory())
@@ -67,9 +67,10 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string | nul
           hint: "The document was altered or is not kerncap check's; give the shards' own results files.",
         });
     });
-    // the run's own --shard (a shard that held no capture has no record to say it)
+    // a sharded run's own --shard (a shard that held no capture has no record to say it); a document of
+    // no --shard says nothing more than its records do (a merge's document: shard null, its records each their shard's)
     const sh = doc?.shard as { index?: unknown; count?: unknown } | null | undefined;
-    const shard = sh === null ? null : typeof sh?.index === "number" && typeof sh.count === "number" ? `${sh.index}/${sh.count}` : undefined;
+    const shard = typeof sh?.index === "number" && typeof sh.count === "number" ? `${sh.index}/${sh.count}` : undefined;
     return { records: r.output, ...(shard !== undefined ? { shard } : {}) };
   }
   const { records, truncated, validBytes } = parseResults(path, text, MERGE_AUTH_HINT);

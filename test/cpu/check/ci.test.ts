@@ -362,3 +362,27 @@ test("check --rebuild of a received capture: kerncap's own build.sh shown as one
   expect(theirs.err).toContain("echo mine");
   expect(theirs.err).toContain("──── end of build.sh ────");
 }, 60_000);
+
+test("--merge of --json documents: a shard that held no capture counts by its document's shard; a merge's own document merges again (its records' shards, not its null shard)", async () => {
+  const root = await corpus(1);
+  const docs: string[] = [];
+  for (let k = 0; k < 3; k++) {
+    const r = await runCheck(
+      checkOptions(
+        [root],
+        join(tempDir(), `s${k}`),
+        fakeWorkers((t) => fakeOutcome(t)),
+        { shard: { index: k, count: 3 } },
+      ),
+    );
+    const f = join(tempDir(), `s${k}.json`);
+    writeFileSync(f, JSON.stringify({ schema: "kerncap.check/1", ...r }));
+    docs.push(f);
+  }
+  const m = mergeResults(docs, { slowerPct: 10 }); // two of the three shards hold no capture: their documents say which they are
+  expect(m.captures.length).toBe(1);
+  expect(m.missingShards).toBeUndefined();
+  const merged = join(tempDir(), "merged.json");
+  writeFileSync(merged, JSON.stringify({ schema: "kerncap.check/1", ...m }));
+  expect(mergeResults([merged], { slowerPct: 10, partial: true }).captures.length).toBe(1);
+}, 60_000);
