@@ -105,6 +105,32 @@ export function writeBaseline(path: string, b: Baseline): void {
 }
 
 /**
+ * --write-baseline FILE: `over` with the timings of every matching capture of `records` (withTimings,
+ * replace), written to `path`, and said on stderr with how many of the run's captures it holds
+ * ("baseline FILE: 5 of 6 captures of this run"). A baseline that would hold no capture (no capture
+ * timed: no GPU, every one an error) is not written, FILE left as it is, and said: committed, it
+ * would make every later run "no baseline", never slower.
+ * @returns whether FILE was written
+ */
+export function writeRunBaseline(path: string, over: Baseline, records: CheckRecord[], say: { info: (l: string) => void; warn: (l: string) => void }): boolean {
+  const b = withTimings(over, records, { replace: true });
+  const timed = records.filter((r) => Object.hasOwn(b.captures, r.id) && b.captures[r.id]!.at === r.at).length;
+  const all = Object.keys(b.captures).length;
+  if (!all) {
+    say.warn(
+      `--write-baseline ${path} not written: no capture of this run was timed (${records.length} ${records.length === 1 ? "capture" : "captures"}, none a timed match): a baseline of none would make every later run "no baseline", never slower`,
+    );
+    return false;
+  }
+  writeBaseline(path, b);
+  const n = (k: number) => `${k} ${k === 1 ? "capture" : "captures"}`;
+  say.info(
+    `baseline ${path}: ${timed} of ${n(records.length)} of this run${all > timed ? `, ${n(all - timed)} kept from the baseline it was written over` : ""}`,
+  );
+  return true;
+}
+
+/**
  * `prior` with the timings of `records` that matched: every one (replace) or only those `prior`
  * lacks (the first check of a capture records it). Mismatching captures never set a baseline.
  */

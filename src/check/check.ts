@@ -3,7 +3,7 @@
  * (src/check/shard.ts), replayed — rebuilt first with --rebuild — by workers (src/check/pool.ts,
  * src/ops/check.ts checkCapture), each outcome timed against the baseline (src/check/timing.ts,
  * src/check/baseline.ts) and written to the results file as it comes (src/check/results.ts);
- * then the baseline and the JUnit XML. `kerncap check --merge` joins results files.
+ * then the baseline and the JUnit XML. `kerncap check --merge` joins results files (./merge.ts).
  *
  * Files, in the results folder (--results DIR, default ./kerncap-check): results.jsonl (this
  * run's; the previous run's moved to results.previous.jsonl unless --resume), baseline.json (the
@@ -13,7 +13,7 @@
  * shard holds none, writes nothing there; a results folder it made is removed again when no
  * record went into it (interrupted before the first capture finished).
  */
-import { existsSync, lstatSync, mkdirSync, rmdirSync, rmSync, statSync, type Stats } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, realpathSync, rmdirSync, rmSync, statSync, type Stats } from "node:fs";
 import { join, resolve } from "node:path";
 import { checkOutputFile, refuseLink, writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
@@ -25,13 +25,13 @@ import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
 import { plural } from "../util/format.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
-import { BASELINE_FILE, baselineEntry, readBaseline, requireBaselineFile, withTimings, writeBaseline, type Baseline } from "./baseline.ts";
+import { BASELINE_FILE, baselineEntry, readBaseline, requireBaselineFile, withTimings, writeBaseline, writeRunBaseline, type Baseline } from "./baseline.ts";
 import { discoverCaptures, type CaptureRef } from "./discover.ts";
 import { junitXml } from "./junit.ts";
 import { drain, type OpenRunner } from "./pool.ts";
 import { CheckProgress } from "./progress.ts";
 import { CheckRecord, recordProblem, statusOf, type Outcome, type TimeJudgement } from "../format/check-record.ts";
-import { parseResults, PREVIOUS_RESULTS_FILE, ResultsLog, RESULTS_FILE } from "./results.ts";
+import { lockResultsFolder, parseResults, PREVIOUS_RESULTS_FILE, ResultsLog, RESULTS_FILE } from "./results.ts";
 import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
 import type { CheckSettings } from "./runner.ts";
 import { shardOf, type Shard } from "./shard.ts";
@@ -40,9 +40,6 @@ import { warnSharedParent } from "../cache.ts";
 import { documentId } from "../format/documents.ts";
 import { keyForReading, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 import { checkSubject, staleWhy } from "../format/subject.ts";
-
-/** The hint of a record --merge refuses for its authenticator. */
-const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that shard again, without --resume");
 
 export const DEFAULT_RESULTS_DIR = "kerncap-check";
 
@@ -79,6 +76,8 @@ export interface CheckReport {
   summary: Summary;
   exitCode: number;
   seconds: number;
+  /** --merge --partial: the shards ("K/N") the files lacked. */
+  missingShards?: string[];
 }
 
 /** A judgement that makes no claim: the baseline's times and this run's were not taken alike (`reason` says how). */
@@ -216,6 +215,15 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   // what each record's verdict is judged on (src/format/subject.ts), taken before any capture is checked
   const subjects = new Map(mine.map((c) => [c.id, checkSubject(c, o.settings)]));
   const run = openResults(o, dir, subjects);
+  try {
+    return await checkRun(o, run, mine, dir);
+  } finally {
+    run.unlock();
+  }
+}
+
+/** A run with its results folder open and locked (openResults): the captures checked, the baselines and JUnit written. @throws as runCheck */
+async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir: string): Promise<CheckReport> {
   const { kept } = run;
   const tasks = mine.filter((c) => !run.done.has(c.id));
   const stops = new StopSignals().install();
@@ -258,7 +266,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     const added = withTimings(run.baseline, records, { replace: false });
     if (Object.keys(added.captures).length !== Object.keys(run.baseline.captures).length) writeBaseline(run.baselinePath, added);
   }
-  if (o.writeBaseline) writeBaseline(resolve(o.writeBaseline), withTimings(run.baseline, records, { replace: true }));
+  if (o.writeBaseline) writeRunBaseline(resolve(o.writeBaseline), run.baseline, records, log);
   const report = reportOfRun();
   if (o.junit) writeJunit(o.junit, report);
   return report;
@@ -300,17 +308,41 @@ interface OpenedRun {
   subjects: Map<string, string>;
   /** This run's share, as its records carry it ("K/N"), null without --shard. */
   shard: string | null;
+  /** Give the results folder's lock back (lockResultsFolder); safe to call more than once. */
+  unlock: () => void;
 }
 
 /**
- * The results folder made (refused when another user could write it) and opened: the baseline
- * read, the results file opened (--resume: continued, only with the --shard it began with).
- * @throws KerncapError E_UNSAFE_PATH (refuseSharedResults), E_RESULTS, E_BASELINE, E_USAGE (--resume of another shard's run)
+ * The results folder made (refused when another user could write it), locked for this run (another
+ * live check in it refused: lockResultsFolder) and opened: the baseline read, the results file
+ * opened (--resume: continued, only with the --shard it began with).
+ * @throws KerncapError E_UNSAFE_PATH (refuseSharedResults), E_RESULTS (another check running in it; a damaged results file), E_BASELINE, E_USAGE (--resume of another shard's run)
  */
 function openResults(o: CheckOptions, dir: string, subjects: Map<string, string>): OpenedRun {
   refuseSharedResults(dir, o.baseline ? resolve(o.baseline) : undefined);
   const made = !existsSync(dir);
   mkdirSync(dir, { recursive: true, mode: 0o755 }); // no group write whatever the umask: the next run would refuse it
+  const unlock = lockResultsFolder(dir); // before the results file is moved or read: another run's is not touched
+  try {
+    return { ...openLocked(o, dir, subjects, made), unlock };
+  } catch (e) {
+    unlock();
+    if (made) rmEmpty(dir);
+    throw e;
+  }
+}
+
+/** A folder removed when it is empty (one this run made and put nothing into); anything in it: left as it is. */
+function rmEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    /* something else was put there meanwhile: left as it is */
+  }
+}
+
+/** openResults once the folder is locked. */
+function openLocked(o: CheckOptions, dir: string, subjects: Map<string, string>, made: boolean): Omit<OpenedRun, "unlock"> {
   const baselinePath = resolve(o.baseline ?? join(dir, BASELINE_FILE));
   if (!o.baseline) refuseLink(baselinePath, "the baseline this check writes"); // before the run, not after it
   const baseline = readBaseline(baselinePath);
@@ -383,25 +415,26 @@ async function checkAll(o: CheckOptions, tasks: CaptureRef[], run: OpenedRun, st
     // a folder this run made and wrote no record into (interrupted, or failed, before the first capture finished): not left behind
     if (run.made && !run.keptAll.length && !fresh.length) {
       rmSync(join(dir, RESULTS_FILE), { force: true });
-      try {
-        rmdirSync(dir);
-      } catch {
-        /* something else was put there meanwhile: left as it is */
-      }
+      run.unlock();
+      rmEmpty(dir);
     }
   }
   return fresh;
 }
 
-function reportOf(records: CheckRecord[], o: Omit<CheckReport, "captures" | "summary" | "exitCode">): CheckReport {
+export function reportOf(records: CheckRecord[], o: Omit<CheckReport, "captures" | "summary" | "exitCode">): CheckReport {
   return { ...o, captures: ordered(records), summary: summarize(records), exitCode: exitCodeOf(records) };
 }
 
-export function writeJunit(path: string, r: CheckReport, notChecked?: { ids: string[]; code: string; why: string }): void {
+/**
+ * Write the JUnit XML of `r` to `path`. `notChecked`: testcases that are each one <error> (captures an
+ * interruption left, property `interrupted`; shards a --merge --partial lacks, property `missingShards`).
+ */
+export function writeJunit(path: string, r: CheckReport, notChecked?: { ids: string[]; code: string; why: string }, property = "interrupted"): void {
   const properties: Record<string, string> = { rebuild: String(r.rebuild), slowerPct: String(r.slowerPct), workers: String(r.workers) };
   if (r.baseline) properties.baseline = r.baseline;
   if (r.shard) properties.shard = `${r.shard.index}/${r.shard.count}`;
-  if (notChecked) properties.interrupted = String(notChecked.ids.length);
+  if (notChecked) properties[property] = String(notChecked.ids.length);
   writeFileAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties, ...(notChecked ? { notChecked } : {}) }));
 }
 
@@ -412,7 +445,7 @@ export function writeJunit(path: string, r: CheckReport, notChecked?: { ids: str
  * failing capture "ok"), their baseline would judge the timings. `what`: the file's part in the merge.
  * @throws KerncapError E_UNSAFE_PATH (exit 2) naming the file and its owner or mode
  */
-function refuseNotOwn(path: string, what: "results file" | "--baseline file" | "--write-baseline file") {
+export function refuseNotOwn(path: string, what: "results file" | "--baseline file" | "--write-baseline file") {
   return (st: Stats): void => {
     const why = notOwnFile(st, path);
     if (!why) return;
@@ -424,111 +457,4 @@ function refuseNotOwn(path: string, what: "results file" | "--baseline file" | "
       },
     );
   };
-}
-
-/**
- * The records of one file given to --merge: a results file (JSON Lines) or a --json document,
- * read once (refused when another user owns it or could write it: refuseNotOwn), each record's
- * authenticator verified (src/format/record-auth.ts) before its schema and numbers.
- * A results file that holds no record is an error (a shard that died before its first capture, or
- * not a results file at all: merging it would pass for a green run); a last line cut short is
- * said. A --json document of no capture (a shard that held none) gives none.
- * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS, E_UNSAFE_PATH, E_RECORD_AUTH (a record without a valid authenticator, naming its line or captures[N]; no key to verify with)
- */
-function recordsIn(path: string): CheckRecord[] {
-  const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
-  if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint });
-  if (statSync(path).isDirectory())
-    throw new KerncapError("E_USAGE", `${path} is a folder, not a results file`, {
-      hint: `Give ${join(path, "results.jsonl")}, the file a \`kerncap check --results ${path}\` wrote.`,
-    });
-  const text = readInputFile(path, "results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, "results file"));
-  let doc: { captures?: unknown } | undefined;
-  try {
-    doc = path.endsWith(".jsonl") ? undefined : JSON.parse(text);
-  } catch {
-    doc = undefined; // JSON Lines under another name
-  }
-  if (doc !== undefined) {
-    // a --json document says how many captures its run had: none is a shard that held none
-    if (Array.isArray(doc?.captures) && doc.captures.length) {
-      const key = keyForReading(path, MERGE_AUTH_HINT);
-      doc.captures.forEach((x, i) => {
-        const forged = recordAuthProblem(documentId("check-record"), x, key);
-        if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, captures[${i}]: ${forged}`, { hint: MERGE_AUTH_HINT });
-      });
-    }
-    const r = v.safeParse(v.array(CheckRecord), doc?.captures);
-    if (!r.success)
-      throw new KerncapError(
-        "E_RESULTS",
-        `${path} is neither a results file nor a kerncap check --json document: captures${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}: ${r.issues[0].message}`,
-        { hint },
-      );
-    r.output.forEach((x, i) => {
-      const problem = recordProblem(x);
-      if (problem)
-        throw new KerncapError("E_RESULTS", `${path}, captures[${i}]: ${problem}`, {
-          hint: "The document was altered or is not kerncap check's; give the shards' own results files.",
-        });
-    });
-    return r.output;
-  }
-  const { records, truncated, validBytes } = parseResults(path, text, MERGE_AUTH_HINT);
-  if (truncated && validBytes < Buffer.byteLength(text)) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
-  if (!records.length) {
-    throw new KerncapError("E_RESULTS", `${path} holds no check record`, {
-      hint: "A shard that stopped before its first capture leaves an empty results file, and a file that is not kerncap check's has none: run that shard again (--resume), or leave the file out.",
-    });
-  }
-  return records;
-}
-
-/**
- * `kerncap check --merge FILE…`: the shards' records in one report; with `baseline`, every record
- * timed again against it. A capture in two files is refused (the shards of one run are disjoint:
- * a second record of it is another run's, or someone's made up); within one file its later record
- * is kept (a --resume appends a capture's new record after its error). Every file, the baseline
- * and a --write-baseline read as the base, must be the user's own, that no one else can write
- * (refuseNotOwn). seconds: the captures' own, summed.
- * @throws KerncapError E_USAGE, E_RESULTS (a damaged file, a capture in two files: both named),
- *   E_UNSAFE_PATH (another user's file), E_BASELINE (no --baseline file, before any is read; one that is not a baseline)
- */
-export function mergeResults(files: string[], o: { baseline?: string; writeBaseline?: string; slowerPct: number; junit?: string }): CheckReport {
-  if (o.baseline) requireBaselineFile(resolve(o.baseline));
-  if (o.junit) checkOutputFile("junit", o.junit);
-  if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
-  const byId = new Map<string, { r: CheckRecord; file: string }>();
-  assertMergeSize(files.map((f) => resolve(f)));
-  for (const f of files) {
-    const file = resolve(f);
-    warnSharedParent(file, "check --merge");
-    for (const r of recordsIn(file)) {
-      const earlier = byId.get(r.id);
-      if (earlier && earlier.file !== file)
-        throw new KerncapError("E_RESULTS", `${r.id} is in two results files, ${earlier.file} and ${file}: one run's shards are disjoint`, {
-          hint: "Nothing was merged. Give each shard's own results file once: leave out the one that is not of this run (an earlier run's, or a file you did not write).",
-        });
-      byId.set(r.id, { r, file });
-    }
-  }
-  const base = o.baseline ? readBaseline(resolve(o.baseline), refuseNotOwn(resolve(o.baseline), "--baseline file")) : undefined;
-  // judged again against the baseline: authenticated anew, with the key its records were verified with
-  const key: ResultsKey | undefined = base && byId.size ? keyForReading(files[0]!, MERGE_AUTH_HINT) : undefined;
-  const records = [...byId.values()].map(({ r }) => (base ? sealRecord(documentId("check-record"), recordOf(r, base, o.slowerPct, r.worker, r.gpu), key) : r));
-  if (o.writeBaseline) {
-    const over = base ?? readBaseline(resolve(o.writeBaseline), refuseNotOwn(resolve(o.writeBaseline), "--write-baseline file"));
-    writeBaseline(resolve(o.writeBaseline), withTimings(over, records, { replace: true }));
-  }
-  const report = reportOf(records, {
-    results: null,
-    baseline: o.baseline ? resolve(o.baseline) : null,
-    shard: null,
-    workers: 0,
-    rebuild: records.some((r) => r.rebuild !== null),
-    slowerPct: o.slowerPct,
-    seconds: records.reduce((a, r) => a + r.seconds, 0),
-  });
-  if (o.junit) writeJunit(o.junit, report);
-  return report;
 }

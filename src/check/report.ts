@@ -109,7 +109,8 @@ export function summaryTable(records: CheckRecord[], seconds: number, by: CheckS
         ? []
         : [groupTable(records, by === "per-kernel" ? "kernel" : "gpu")]),
   ];
-  L.push(countLine(s, seconds));
+  const built = records.filter((r) => r.verdict === "built").length;
+  L.push(countLine(s, seconds) + (built ? ` (${built} of them built only: --build-only replays none)` : ""));
   return L.join("\n");
 }
 

@@ -10,7 +10,23 @@
  * back only with a valid one: a record without, or changed after it was written, is refused
  * (E_RECORD_AUTH), whatever its numbers say.
  */
-import { closeSync, constants, existsSync, fstatSync, fsyncSync, ftruncateSync, readFileSync, renameSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { pidAlive } from "../leftovers.ts";
 import * as v from "valibot";
 import { documentId } from "../format/documents.ts";
 import { KerncapError } from "../errors.ts";
@@ -204,5 +220,60 @@ export class ResultsLog extends RecordLog<CheckRecord> {
    */
   static open(path: string, o: { resume: boolean; previous: string }): { log: ResultsLog; kept: CheckRecord[]; truncated: boolean } {
     return ResultsLog.openKind(path, CHECK_RECORDS, o) as { log: ResultsLog; kept: CheckRecord[]; truncated: boolean; earlier: number };
+  }
+}
+
+/** The lock file of a results folder: `PID HOST` of the check running in it. */
+export const RESULTS_LOCK = ".kerncap-check.lock";
+
+/**
+ * Lock the results folder `dir` for this process (one check at a time: two runs would interleave
+ * their records in one results file and write one baseline): RESULTS_LOCK created O_EXCL (no link
+ * followed) holding `PID HOST`. A lock of this host whose process is gone (killed) is taken over;
+ * a live one, or one of another host (a shared file system: its process cannot be asked), refuses.
+ * @returns the release (removes this process's lock only; safe to call more than once)
+ * @throws KerncapError E_RESULTS naming the pid (and host) of the run holding it, and another --results
+ */
+export function lockResultsFolder(dir: string): () => void {
+  const lock = join(dir, RESULTS_LOCK);
+  const me = `${process.pid} ${hostname()}`;
+  const release = () => {
+    if (holderOf(lock)?.text === me) rmSync(lock, { force: true });
+  };
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      const fd = openSync(lock, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+      writeSync(fd, `${me}\n`);
+      closeSync(fd);
+      return release;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+    }
+    const holder = holderOf(lock);
+    if (holder && (holder.host !== hostname() || pidAlive(holder.pid))) {
+      const where = holder.host === hostname() ? `process ${holder.pid}` : `process ${holder.pid} on ${holder.host}`;
+      throw new KerncapError("E_RESULTS", `another kerncap check (${where}) is running in ${dir}: two runs in one results folder would mix their records`, {
+        hint:
+          holder.host === hostname()
+            ? "Nothing was checked. Give this run another --results DIR, or wait for that one to end."
+            : `Nothing was checked. Give this run another --results DIR; if that run is gone (its node lost), remove ${lock}.`,
+      });
+    }
+    rmSync(lock, { force: true }); // its check is gone (killed), or the file is not a lock of ours: taken over
+  }
+  throw new KerncapError("E_RESULTS", `${lock} could not be taken: another kerncap check keeps taking it`, {
+    hint: "Nothing was checked. Give this run another --results DIR.",
+  });
+}
+
+/** The pid and host a lock file names, and its text, or undefined (unreadable, a link, not `PID HOST`). */
+function holderOf(lock: string): { pid: number; host: string; text: string } | undefined {
+  try {
+    if (!lstatSync(lock).isFile()) return undefined;
+    const text = readFileSync(lock, "utf8").trim();
+    const m = /^(\d{1,9}) (\S{1,255})$/.exec(text);
+    return m ? { pid: Number(m[1]), host: m[2]!, text } : undefined;
+  } catch {
+    return undefined;
   }
 }

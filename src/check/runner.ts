@@ -15,6 +15,8 @@ export interface CheckSettings {
   /** Flush L2 before each timed launch (--flush-l2: src/replay/engine.ts ReplayOptions.flushL2). */
   flushL2?: boolean;
   rebuild: boolean;
+  /** --build-only (with --rebuild): rebuild each capture and replay nothing, no GPU looked for (verdict "built"). */
+  buildOnly?: boolean;
   /** --force: rebuild with another Triton version than the capture's. */
   force: boolean;
   /** --trust: rebuild received captures too (their build.sh runs with the user's rights). */

@@ -38,6 +38,7 @@ const Settings = v.object({
     verify: v.boolean(),
     flushL2: v.optional(v.boolean()),
     rebuild: v.boolean(),
+    buildOnly: v.optional(v.boolean()),
     force: v.boolean(),
     trust: v.boolean(),
     tolerance: v.object({

@@ -40,10 +40,10 @@ const OutcomeFields = {
   /** The folder or archive checked. */
   path: v.string(),
   kernel: v.nullable(v.string()),
-  /** done: replayed (verdict says how); skipped: refused by name (reason); error: could not be checked (code, reason). */
+  /** done: replayed, or built (verdict says how); skipped: refused by name (reason); error: could not be checked (code, reason). */
   outcome: v.picklist(["done", "skipped", "error"]),
-  /** The replay's verdict against the captured after state (src/replay/engine.ts), run-to-run envelope included. */
-  verdict: v.nullable(v.picklist(["match", "mismatch"])),
+  /** The replay's verdict against the captured after state (src/replay/engine.ts), run-to-run envelope included; built: `check --rebuild --build-only` rebuilt it and replayed nothing (its `rebuild` says how; status ok). */
+  verdict: v.nullable(v.picklist(["match", "mismatch", "built"])),
   /** bit-exact, within-tolerance, within-spread, multiset-equal or mismatch. */
   numerics: v.nullable(v.string()),
   /** Why it mismatched, was skipped or failed (one line). */

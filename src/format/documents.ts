@@ -430,6 +430,8 @@ export const DOCUMENTS = {
     /** 1: a mismatch or a slower capture; 2: none, but a capture could not be checked; 0: every capture ok or skipped. */
     exitCode: U,
     seconds: v.number(),
+    /** --merge --partial: the shards ("K/N") whose results files were not given (each an error in the JUnit); absent otherwise. */
+    missingShards: v.optional(v.array(v.string())),
   }),
   "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
   eval: v.object({

@@ -112,15 +112,15 @@ export interface VerdictSettings {
 
 const verdictOptions = (s: VerdictSettings) => ({ runs: s.runs, verify: s.verify, flushL2: s.flushL2 === true, tolerance: s.tolerance });
 
-/** A `kerncap check` capture's subject: the capture as found (src/check/discover.ts CaptureRef), its reproducer with --rebuild, and the run's options that change its verdict (--rebuild, --trust, --force too). */
+/** A `kerncap check` capture's subject: the capture as found (src/check/discover.ts CaptureRef), its reproducer with --rebuild, and the run's options that change its verdict (--rebuild, --trust, --force, --build-only too: a build is no replay's verdict). */
 export function checkSubject(
   c: { path: string; kind: "folder" | "archive" },
-  s: VerdictSettings & { rebuild: boolean; trust: boolean; force: boolean },
+  s: VerdictSettings & { rebuild: boolean; trust: boolean; force: boolean; buildOnly?: boolean },
 ): string {
   return subjectDigest({
     capture: { dir: c.path, kind: c.kind },
     reproducer: s.rebuild && c.kind === "folder" ? c.path : undefined,
-    options: { ...verdictOptions(s), rebuild: s.rebuild, trust: s.trust, force: s.force },
+    options: { ...verdictOptions(s), rebuild: s.rebuild, trust: s.trust, force: s.force, ...(s.buildOnly ? { buildOnly: true } : {}) },
   });
 }
 

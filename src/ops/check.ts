@@ -28,7 +28,7 @@ import { privateTempFolder } from "../cache.ts";
 import { unpackArchive } from "../format/archive.ts";
 import { shownPath } from "../format/paths.ts";
 import { checksumsChecked, notOwnEntry } from "../format/received.ts";
-import { openCapture, verifyFiles } from "../format/capture-dir.ts";
+import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
@@ -41,6 +41,7 @@ import { lines, serveTasks } from "../check/worker.ts";
 import { deviceArch, deviceResets } from "../replay/backends/factory.ts";
 import type { Outcome } from "../format/check-record.ts";
 import { requireTrustedBuild } from "./gates.ts";
+import { withOwnBuildAsOneLine } from "../format/trust-prompt.ts";
 import { replayBeside, startRebuild, type StartedRebuild } from "./rebuild-beside.ts";
 
 /**
@@ -72,6 +73,8 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     const m = (p.m = capture.manifest);
     // --no-verify is not honoured for a received capture (an archive's is): its after state is another's to change
     const verify = checksumsChecked(dir, m, s.verify, task.kind === "archive" ? task.path : dir);
+    // the memory images' chunks, checked on the CPU where no GPU checks them (an archive's were, as it was unpacked)
+    if (verify && task.kind !== "archive") p.chunks = { dir, m };
     const captured = { name: m.device.name, arch: m.device.arch };
     const kernel = m.kernel.demangled || m.kernel.name;
     const fe = frontendOf(m);
@@ -80,6 +83,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     // replay checks the same files, but --rebuild reaches E_NO_GPU first: archOrBuildOnly)
     if (s.rebuild) verifyFiles(dir, verify ? m : { ...m, files: [] });
     if (s.rebuild && reproducer) gateRebuild(task, dir, m, s, theirs);
+    if (s.buildOnly) return out(await buildOnly(dir, m, reproducer, s, p, { kernel, captured }));
     checkMultiset(dir, m, s.tolerance.multiset); // a region this capture lacks: said before the GPU, as replay says it
     // the worker's GPU (device 0 of its own CUDA_VISIBLE_DEVICES); undefined for AMD captures (not retargeted)
     const here = s.rebuild ? await archOrBuildOnly(dir, m, reproducer, s, p) : undefined;
@@ -123,13 +127,45 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       timing: samples.length ? { medianUs: r.timing.medianUs, samplesUs: samples, ...(r.timing.l2 === "flushed" ? { l2: "flushed" as const } : {}) } : null,
     });
   } catch (e) {
-    return out(failedOutcome(e, p, s));
+    return out(failedOutcome(damagedFirst(e, p), p, s));
   } finally {
     if (p.tmp) rmSync(p.tmp, { recursive: true, force: true });
     // the memory images' mmap windows are unmapped when collected (src/format/file-image.ts):
     // collected now, so that the next capture's fixed VAs do not meet this one's host mappings
     Bun.gc(true);
   }
+}
+
+/**
+ * `check --rebuild --build-only`: the capture's reproducer built for its captured target, no GPU
+ * looked for, nothing replayed: verdict "built" with its `rebuild`; a capture without a reproducer
+ * (no build.sh, or a frontend that is not rebuilt: HIP) is skipped (E_NO_REPRODUCER).
+ * @throws the build's error (E_BUILD, E_NO_NVCC …: the capture's error)
+ */
+async function buildOnly(
+  dir: string,
+  m: Manifest,
+  reproducer: boolean,
+  s: CheckSettings,
+  p: Checked,
+  known: Pick<Outcome, "kernel" | "captured">,
+): Promise<Partial<Outcome> & Pick<Outcome, "outcome">> {
+  if (!reproducer)
+    return {
+      outcome: "skipped",
+      ...known,
+      code: "E_NO_REPRODUCER",
+      reason: `no reproducer to rebuild (${frontendOf(m).validates ? "no build.sh" : `a ${frontendOf(m).name} capture is not rebuilt`}): nothing built (--build-only)`,
+    };
+  const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
+  p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: null };
+  return {
+    outcome: "done",
+    ...known,
+    verdict: "built",
+    rebuild: p.rebuild,
+    note: `built by ${builderWords(b.builder)} in ${b.seconds.toFixed(2)} s; not replayed (--build-only)`,
+  };
 }
 
 /**
@@ -145,6 +181,7 @@ async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s:
     return deviceArch(m.device.vendor);
   } catch (e) {
     if (!reproducer || !isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
+    checkChunksOnCpu(p); // a damaged memory image is said before the build, as the other files are
     const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
     p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: null };
     throw new KerncapError("E_NO_GPU", `rebuilt by ${builderWords(b.builder)} in ${b.seconds.toFixed(2)} s (it compiles)${NOT_REPLAYED}${e.message}`, {
@@ -153,10 +190,38 @@ async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s:
   }
 }
 
+/**
+ * The error a check ends with when no GPU is here (E_NO_GPU): a damaged memory image first. The
+ * replay checks every restored chunk's kc64 on the GPU; without one, each stored chunk is checked
+ * on the CPU (verifyRegions, as `inspect --verify` does: one read of the images) once the GPU was
+ * found missing, not before every replay (the GPU's check costs a replay nothing, the CPU's a read
+ * of every stored byte). Skipped with --no-verify (for the user's own captures) and for an archive,
+ * whose chunks its unpack checked.
+ * @returns the E_CHECKSUM of a damaged chunk, else `e`
+ */
+function damagedFirst(e: unknown, p: Checked): unknown {
+  if (!isKerncapError(e) || e.code !== "E_NO_GPU") return e;
+  try {
+    checkChunksOnCpu(p);
+  } catch (damaged) {
+    return damaged;
+  }
+  return e;
+}
+
+/** verifyRegions of the capture's memory images, once per check (p.chunks: set where its checksums are checked, cleared once done). @throws KerncapError E_CHECKSUM naming the file, range and chunk */
+function checkChunksOnCpu(p: Checked): void {
+  const c = p.chunks;
+  p.chunks = undefined;
+  if (c) verifyRegions(c.dir, c.m);
+}
+
 /** What one capture's check has come to so far, for the outcome of a failure and the clean-up: an archive's temp folder, the manifest, the rebuild started and its record, the note. */
 interface Checked {
   tmp?: string;
   m?: Manifest;
+  /** The capture whose memory images' chunks are still to be checked on the CPU where no GPU checks them (damagedFirst). */
+  chunks?: { dir: string; m: Manifest };
   rebuilt?: StartedRebuild;
   rebuild: Outcome["rebuild"];
   note: string | null;
@@ -188,6 +253,12 @@ function emptyOutcome(task: CaptureRef) {
  * @throws KerncapError E_UNTRUSTED, E_TRUST_CHANGED (src/format/trust.ts requireTrustedBuild)
  */
 function gateRebuild(task: CaptureRef, dir: string, m: Manifest, s: CheckSettings, theirs: string | undefined): void {
+  // kerncap's own build.sh as one line (its name, size, SHA-256), not ~100 lines per capture in the check's log
+  withOwnBuildAsOneLine(() => gateOf(task, dir, m, s, theirs));
+}
+
+/** The trust gate of gateRebuild. */
+function gateOf(task: CaptureRef, dir: string, m: Manifest, s: CheckSettings, theirs: string | undefined): void {
   requireTrustedBuild(dir, m, s.trust, {
     ...(theirs ? { theirs } : {}),
     // check takes plain --trust only (one digest names one capture's files): the way out is validate's, or a copy of the user's own

@@ -39,7 +39,8 @@ import { assertNotNested, outerCapture, readManifest } from "../../src/format/ca
 import { notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { trustOwnBuild, trustRecorded } from "../../src/format/trust.ts";
 import { stateDir, stateFolderRisk } from "../../src/format/trust-records.ts";
-import { mergeResults, runCheck, type CheckOptions } from "../../src/check/check.ts";
+import { runCheck, type CheckOptions } from "../../src/check/check.ts";
+import { mergeResults } from "../../src/check/merge.ts";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import type { Outcome } from "../../src/format/check-record.ts";
 import { KerncapError } from "../../src/errors.ts";

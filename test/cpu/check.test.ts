@@ -11,7 +11,8 @@ import { appendFileSync, chmodSync, chownSync, cpSync, existsSync, mkdirSync, re
 import { basename, join } from "node:path";
 import * as v from "valibot";
 import { readBaseline } from "../../src/check/baseline.ts";
-import { mergeResults, runCheck } from "../../src/check/check.ts";
+import { runCheck } from "../../src/check/check.ts";
+import { mergeResults } from "../../src/check/merge.ts";
 import { discoverCaptures, type CaptureRef } from "../../src/check/discover.ts";
 import { junitXml, xmlEscape } from "../../src/check/junit.ts";
 import type { OpenRunner } from "../../src/check/pool.ts";
@@ -1028,7 +1029,7 @@ describe("the verb", () => {
     const refused = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
     expect([refused.value.outcome, refused.value.code]).toEqual(["error", "E_UNTRUSTED"]);
     expect(refused.value.reason).toContain("received capture");
-    expect(refused.err).toContain("──── end of build.sh ────"); // printed, as validate prints it
+    expect(refused.err).toContain("kerncap's own build.sh (its template, compile flags only), not printed"); // kerncap's own: one line (check's log)
     expect(existsSync(join(dir, "built"))).toBe(false);
     const state = process.env.XDG_STATE_HOME;
     process.env.XDG_STATE_HOME = tempDir(); // the trust record goes here, not into the user's state folder
@@ -1113,7 +1114,7 @@ describe("the verb", () => {
     expect(refused.value.reason).not.toContain("kerncap-check-");
     expect(refused.value.reason).not.toContain("printed above"); // the record and the table come after, far from the print
     expect(refused.err).toContain(`──── ${zip}`);
-    expect(refused.err).toContain("──── end of build.sh ────");
+    expect(refused.err).toContain("──── build.sh ("); // kerncap's own: one line
     expect(refused.err).not.toContain("kerncap-check-");
     const state = process.env.XDG_STATE_HOME;
     const here = tempDir();

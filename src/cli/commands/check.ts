@@ -16,7 +16,8 @@ import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { resolve } from "node:path";
-import { checkOutputFile, DEFAULT_RESULTS_DIR, mergeResults, runCheck, type CheckReport } from "../../check/check.ts";
+import { checkOutputFile, DEFAULT_RESULTS_DIR, runCheck, type CheckReport } from "../../check/check.ts";
+import { mergeResults } from "../../check/merge.ts";
 import { checkCsv, checkHtml } from "../../check/html.ts";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { workerProcesses } from "../../check/pool.ts";
@@ -79,6 +80,7 @@ export function checkSettings(
     verify?: unknown;
     "flush-l2"?: unknown;
     rebuild?: unknown;
+    "build-only"?: unknown;
     "allow-version-mismatch"?: unknown;
     trust?: unknown;
   },
@@ -90,6 +92,7 @@ export function checkSettings(
     verify: args.verify !== false,
     ...(args["flush-l2"] ? { flushL2: true } : {}),
     rebuild: Boolean(args.rebuild),
+    ...(args["build-only"] ? { buildOnly: true } : {}),
     force: Boolean(args["allow-version-mismatch"]),
     trust: Boolean(args.trust),
     tolerance: toleranceOptions(args, rawArgs),
@@ -111,6 +114,12 @@ export default defineCommand({
       type: "boolean",
       description:
         "Rebuild each capture from its reproducer with the toolchain installed now (runs its build.sh: for captures you trust), as `kerncap validate` does; on a GPU of another architecture, for this one (CUDA)",
+      default: false,
+    },
+    "build-only": {
+      type: "boolean",
+      description:
+        "With --rebuild: rebuild each capture and replay none, no GPU needed (a CI runner without one): exit 0 when every capture built, 2 when one did not",
       default: false,
     },
     ...allowVersionMismatchArg("With --rebuild: "),
@@ -163,7 +172,16 @@ export default defineCommand({
         "Check only shard K of N (0 ≤ K < N; a stable share by the capture's identity): a CI matrix, or $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT",
       valueHint: "K/N",
     },
-    merge: { type: "boolean", description: "Join results files (the shards' results.jsonl or --json documents) into one report", default: false },
+    merge: {
+      type: "boolean",
+      description: "Join results files (the shards' results.jsonl or --json documents) into one report; every shard K/N of the run must be given",
+      default: false,
+    },
+    partial: {
+      type: "boolean",
+      description: "With --merge: merge the files given even when shards are missing (each said, and an error in the JUnit; exit at least 2)",
+      default: false,
+    },
     junit: { type: "string", description: "Write JUnit XML to FILE (failure: mismatch or slower; error; skipped)", valueHint: "FILE" },
     report: {
       type: "string",
@@ -211,25 +229,44 @@ export default defineCommand({
     // the report files' folders checked before any capture is (as --junit's)
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k]));
     let report: CheckReport;
+    // an option given on the command line (several have defaults): those a merge or a build runs none of are refused, never silently ignored
+    const given = (o: string) => rawArgs.some((a, i) => (a === `--${o}` || a.startsWith(`--${o}=`)) && !rawArgs.slice(0, i).includes("--"));
     if (args.merge) {
-      // the options of a replay judge or time captures, which a merge runs none of: refused, never silently ignored
-      // (by the command line: several have defaults); trial 8: --rtol 0.5 --iters 50 --no-verify changed nothing, said nowhere
-      const given = (o: string) => rawArgs.some((a, i) => (a === `--${o}` || a.startsWith(`--${o}=`)) && !rawArgs.slice(0, i).includes("--"));
+      // the options of a replay judge or time captures, which a merge runs none of
+      // trial 8: --rtol 0.5 --iters 50 --no-verify changed nothing, said nowhere
       const stray =
-        (["rebuild", "trust", "resume", "gpus", "shard", "results", "flush-l2"] as const).find((k) => args[k] !== undefined && args[k] !== false) ??
-        ["iters", "runs", "atol", "rtol", "dtype", "multiset", "verify", "no-verify", "allow-version-mismatch"].find(given);
+        (["rebuild", "build-only", "trust", "resume", "gpus", "shard", "results", "flush-l2"] as const).find(
+          (k) => args[k] !== undefined && args[k] !== false,
+        ) ?? ["iters", "runs", "atol", "rtol", "dtype", "multiset", "verify", "no-verify", "allow-version-mismatch"].find(given);
       if (stray)
         throw new KerncapError("E_USAGE", `--merge joins results files: --${stray} does not apply`, {
-          hint: "Merge with --merge FILE… [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json].",
+          hint: "Merge with --merge FILE… [--partial] [--baseline FILE] [--write-baseline FILE] [--junit FILE] [--report FILE] [--csv FILE] [--json].",
         });
-      report = mergeResults(paths, { baseline: args.baseline, writeBaseline: args["write-baseline"], slowerPct, junit: args.junit });
+      report = mergeResults(paths, {
+        baseline: args.baseline,
+        writeBaseline: args["write-baseline"],
+        slowerPct,
+        junit: args.junit,
+        partial: Boolean(args.partial),
+      });
     } else {
+      if (args.partial) throw new KerncapError("E_USAGE", "--partial applies to --merge only", { hint: "Add --merge FILE…, or leave --partial out." });
       const settings = checkSettings(args, rawArgs);
       // one digest names one capture's files: check's --trust is plain (each capture's build is read once, hashed and run from a private copy)
       if (rawArgs.some((x, i) => x.startsWith("--trust=") && !rawArgs.slice(0, i).includes("--")))
         throw new KerncapError("E_USAGE", "check takes plain --trust: a digest names the files of one capture", {
           hint: "Trust each capture with kerncap validate DIR --trust=DIGEST, or pass plain --trust to check.",
         });
+      if (settings.buildOnly) {
+        if (!settings.rebuild)
+          throw new KerncapError("E_USAGE", "--build-only applies to --rebuild only", { hint: "kerncap check --rebuild --build-only DIR…" });
+        // the options of a replay (its judging, its timing, the baselines it is timed against): a build runs none of them
+        const replayOption = ["baseline", "write-baseline", "iters", "runs", "slower", "flush-l2", "atol", "rtol", "dtype", "multiset"].find(given);
+        if (replayOption)
+          throw new KerncapError("E_USAGE", `--build-only replays nothing: --${replayOption} does not apply`, {
+            hint: "Leave it out, or run without --build-only on a machine with the captures' GPU.",
+          });
+      }
       for (const [k, flag] of [
         ["force", "allow-version-mismatch"],
         ["trust", "trust"],
