@@ -153,6 +153,14 @@ describe.skipIf(SKIP)("kerncap check", () => {
     expect(["build.sh", "pruned"]).toContain(doc.captures[0].rebuild.builder);
   });
 
+  test("--rebuild --build-only: rebuilt with this nvcc, replayed nowhere (verdict built, exit 0)", () => {
+    const r = kc(["check", join(CORPUS, "structs/scale_jobs"), "--rebuild", "--build-only", "--json", "--results", join(WORK, "res-build-only")]);
+    const doc = json(r);
+    expect(r.code, r.stderr).toBe(0);
+    expect(doc.captures[0]).toMatchObject({ status: "ok", verdict: "built", timing: null });
+    expect(doc.captures[0].rebuild).toBeTruthy();
+  });
+
   test("SIGKILL in the middle, then --resume: nothing checked twice, nothing lost", async () => {
     const res = join(WORK, "res-kill");
     const { BUN_BE_BUN: _, ...env } = process.env;

@@ -112,6 +112,23 @@ describe.skipIf(SKIP)("kerncap eval", () => {
     const out = process.env.KERNCAP_GPU_OUT;
     if (out && existsSync(out)) writeFileSync(join(out, "eval-figures.json"), JSON.stringify({ seconds, candidates: doc.candidates, validate: vres }, null, 2));
   }, 400_000);
+
+  test("--build-only builds with no GPU worker (verdict built); --resume without it judges the kept modules on the GPU, none built again", () => {
+    const cands = [candidate("bo-same", "", ""), candidate("bo-unroll2", LOOP, `  #pragma unroll 2\n${LOOP}`)];
+    const jsonl = join(WORK, "build-only.jsonl");
+    rmSync(jsonl, { force: true });
+    const last = (stdout: string) => JSON.parse(stdout.trim().split("\n").at(-1)!);
+    const b = run([BIN, "eval", set, ...cands, "--build-only", "--jsonl", jsonl, "--json"], { cwd: WORK, timeoutMs: 300_000 });
+    expect(b.code, b.stderr).toBe(0);
+    expect(last(b.stdout).candidates.map((c: any) => c.verdict)).toEqual(["built", "built"]);
+    const r = run([BIN, "eval", set, ...cands, "--resume", "--jsonl", jsonl, "--json"], { cwd: WORK, timeoutMs: 300_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const rd = last(r.stdout);
+    expect(rd.candidates.map((c: any) => c.verdict)).toEqual(["match", "match"]);
+    expect(rd.candidates[0].inputs.map((i: any) => i.verdict)).toEqual(["match", "match"]);
+    expect(r.stderr).toContain("the module its earlier build kept is judged");
+    expect(r.stderr).not.toContain("built again");
+  }, 400_000);
 });
 
 /** The fma_loop kernel of the capture's TU with its body replaced: `decl` before it, `body` as its code. */
