@@ -173,7 +173,14 @@ export function createMcpServer(
   const inflightMax = o.inflightMax ?? MCP_INFLIGHT_MAX;
   // the client's next messages stay in the pipe while the calls held reach half the bound (reading.pause): a parsed
   // request costs several times its bytes, before any handler could refuse it (adversary 30: 30 calls, 5.5 GiB)
-  const pace = () => (held >= inflightMax / 2 ? o.reading?.pause() : o.reading?.resume());
+  // (on the turns only: reading is resumed only where this paused it, never after the transport paused it to close)
+  let paused = false;
+  const pace = () => {
+    if (held >= inflightMax / 2 === paused) return;
+    paused = !paused;
+    if (paused) o.reading?.pause();
+    else o.reading?.resume();
+  };
   const server = new Server(
     { name: "kerncap", version: TOOL_VERSION },
     {

@@ -100,7 +100,11 @@ export default defineCommand({
     const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
     const trust = { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: served };
     // held calls' arguments past half MCP_INFLIGHT_MAX: the client's next messages wait in the pipe, unread
-    const done = serve(transport, trust, jobs, { pause: () => process.stdin.pause(), resume: () => process.stdin.resume() });
+    const done = serve(transport, trust, jobs, {
+      pause: () => process.stdin.pause(),
+      // the transport, once closed, reads no more (its data listener gone): stdin left paused, so the process can end
+      resume: () => void (process.stdin.listenerCount("data") > 0 && process.stdin.resume()),
+    });
     const end = () => void transport.close();
     process.stdin.once("end", end).once("close", end);
     await done;

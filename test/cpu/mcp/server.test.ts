@@ -1059,8 +1059,7 @@ test("while the calls held reach half the bound, the server stops reading the cl
     expect(seen).toEqual(["pause", "resume"]);
     seen.length = 0;
     await c.callTool({ name: "inspect", arguments: { dir } });
-    expect(seen).not.toContain("pause"); // a small call leaves reading on
-    expect(seen.at(-1)).toBe("resume");
+    expect(seen).toEqual([]); // a small call leaves reading as it is (no resume of a stdin the transport paused to close)
   } finally {
     await c.close();
   }
