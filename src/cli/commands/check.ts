@@ -15,6 +15,7 @@
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
+import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import { checkOutputFile, DEFAULT_RESULTS_DIR, runCheck, type CheckReport } from "../../check/check.ts";
 import { mergeResults } from "../../check/merge.ts";
@@ -166,6 +167,12 @@ export default defineCommand({
         "One worker process per entry, each with that CUDA_VISIBLE_DEVICES: 0,1,2,3 (0,0: two workers on GPU 0); default one worker on the GPUs this process sees",
       valueHint: "LIST",
     },
+    jobs: {
+      type: "string",
+      description:
+        "With --rebuild --build-only: captures built at once, each in a worker process of its own (default: the CPU count, at most 8; a replay's workers are --gpus)",
+      valueHint: "N",
+    },
     shard: {
       type: "string",
       description:
@@ -235,7 +242,7 @@ export default defineCommand({
       // the options of a replay judge or time captures, which a merge runs none of
       // trial 8: --rtol 0.5 --iters 50 --no-verify changed nothing, said nowhere
       const stray =
-        (["rebuild", "build-only", "trust", "resume", "gpus", "shard", "results", "flush-l2"] as const).find(
+        (["rebuild", "build-only", "trust", "resume", "gpus", "jobs", "shard", "results", "flush-l2"] as const).find(
           (k) => args[k] !== undefined && args[k] !== false,
         ) ?? ["iters", "runs", "atol", "rtol", "dtype", "multiset", "verify", "no-verify", "allow-version-mismatch"].find(given);
       if (stray)
@@ -273,7 +280,19 @@ export default defineCommand({
       ] as const)
         if (settings[k] && !settings.rebuild)
           throw new KerncapError("E_USAGE", `--${flag} applies to --rebuild only`, { hint: `Add --rebuild, or leave --${flag} out.` });
-      const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
+      if (args.jobs !== undefined && !settings.buildOnly)
+        throw new KerncapError("E_USAGE", "--jobs applies to --rebuild --build-only: a replay's workers are --gpus", {
+          hint: "kerncap check --rebuild --build-only --jobs N DIR…, or --gpus 0,0 for two replay workers on GPU 0.",
+        });
+      if (args.jobs !== undefined && args.gpus !== undefined)
+        throw new KerncapError("E_USAGE", "--build-only with --jobs runs no GPU: --gpus does not apply", { hint: "Give --jobs N alone." });
+      // --build-only: no GPU, the builds side by side (nvcc is about one core each)
+      const gpus: (string | null)[] =
+        args.gpus !== undefined
+          ? parseGpus(String(args.gpus))
+          : settings.buildOnly
+            ? Array<null>(intArg("jobs", args.jobs, Math.min(availableParallelism(), 8), 256, 1)).fill(null)
+            : [null];
       report = await runCheck({
         paths,
         settings,

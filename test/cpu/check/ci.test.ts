@@ -336,6 +336,57 @@ test("check --rebuild --build-only: each capture rebuilt, none replayed, no GPU 
   }
 }, 120_000);
 
+test("check --rebuild --build-only --jobs N: the captures built side by side, each in a worker of its own; --jobs without --build-only, or beside --gpus, refused (nu13 #17)", async () => {
+  const corpusDir = join(tempDir(), "corpus");
+  mkdirSync(corpusDir);
+  let module = "";
+  for (const n of ["a", "b", "c"]) module = join(writeDemo(join(corpusDir, n), false).dir, "kernel/module.fatbin");
+  const nvcc = join(tempDir(), "nvcc");
+  const log = join(tempDir(), "nvcc.log");
+  const savedNvcc = process.env.NVCC;
+  process.env.NVCC = nvcc;
+  try {
+    // each compile: its start and end (ms) in the log, a second apart
+    writeFileSync(
+      nvcc,
+      `#!/bin/sh\necho "start $(date +%s%3N)" >> ${JSON.stringify(log)}\nsleep 1\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && cp ${JSON.stringify(module)} "$2"; shift; done\necho "end $(date +%s%3N)" >> ${JSON.stringify(log)}\n`,
+      { mode: 0o755 },
+    );
+    const res = join(tempDir(), "r");
+    const ok = await stderrOf(() => runCli(["check", corpusDir, "--rebuild", "--build-only", "--jobs", "3", "--results", res, "--print-summary", "none"]));
+    expect(ok.value, ok.err).toBe(0);
+    const recs = readFileSync(join(res, "results.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(recs.map((r) => r.verdict)).toEqual(["built", "built", "built"]);
+    // the most compiles running at one time
+    let now = 0;
+    let most = 0;
+    const events = readFileSync(log, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => l.split(" "))
+      .map(([k, t]) => [Number(t), k === "start" ? 1 : -1] as const)
+      .sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    for (const [, d] of events) most = Math.max(most, (now += d));
+    expect(most).toBeGreaterThanOrEqual(2);
+    expect(new Set(recs.map((r) => r.worker)).size).toBeGreaterThanOrEqual(2);
+    for (const [extra, said] of [
+      [["--rebuild", "--jobs", "2"], "--jobs applies to --rebuild --build-only"],
+      [["--rebuild", "--build-only", "--jobs", "2", "--gpus", "0"], "--gpus does not apply"],
+      [["--rebuild", "--build-only", "--jobs", "0"], "--jobs"],
+    ] as const) {
+      const u = await stderrOf(() => runCli(["check", corpusDir, ...extra, "--results", join(tempDir(), "r3")]));
+      expect(u.value, extra.join(" ")).toBe(2);
+      expect(u.err, extra.join(" ")).toContain(said);
+    }
+  } finally {
+    if (savedNvcc === undefined) delete process.env.NVCC;
+    else process.env.NVCC = savedNvcc;
+  }
+}, 120_000);
+
 test("check --rebuild of a received capture: kerncap's own build.sh shown as one line (name, size, sha256, kerncap's own), not its ~100 lines; a hand-written one printed whole; validate's gate still prints kerncap's own whole", async () => {
   const dir = join(tempDir(), "cap");
   await makeCapture(dir);
