@@ -73,6 +73,11 @@ export const EXAMPLES: Record<Verb | "main", [string, string][]> = {
     ["kerncap judge cap", "show the capture's judging settings"],
     ["kerncap judge received-cap --accept", "use the settings a received capture came with"],
   ],
+  clean: [
+    ["kerncap clean cap", "remove cap/build/: rebuilt modules, the pruned TU's cache, eval's candidate copies"],
+    ["kerncap clean caps/ --eval --dry-run", "what eval's candidate copies take in each member of a capture set, nothing removed"],
+    ["kerncap clean cap --profile", "build/ and profile/'s ncu and nsys reports too"],
+  ],
   eval: [
     ["kerncap eval cap edits/v1 edits/v2.patch kernel.cu", "three candidates built in parallel, judged and timed on the GPU, ranked"],
     ["kerncap eval caps/ cand-*/ --gpus 0,1 --jsonl out.jsonl", "every input of a capture set (run -c N); records in out.jsonl (--resume)"],

@@ -29,7 +29,7 @@ export const main = defineCommand({
 
 type Verb = keyof typeof commands;
 /** Verbs whose positional takes any number of values (`check DIR…`). */
-const MANY_POSITIONALS: ReadonlySet<Verb> = new Set(["check", "eval"]);
+const MANY_POSITIONALS: ReadonlySet<Verb> = new Set(["check", "eval", "clean"]);
 const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.hasOwn(commands, x);
 
 /** The options that may be given more than once (each use adds one value). */

@@ -11,6 +11,7 @@ export const commands = {
   tune: () => import("./commands/tune.ts").then((m) => m.default),
   check: () => import("./commands/check.ts").then((m) => m.default),
   judge: () => import("./commands/judge.ts").then((m) => m.default),
+  clean: () => import("./commands/clean.ts").then((m) => m.default),
   eval: () => import("./commands/eval.ts").then((m) => m.default),
   pack: () => import("./commands/pack.ts").then((m) => m.default),
   unpack: () => import("./commands/unpack.ts").then((m) => m.default),

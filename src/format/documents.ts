@@ -49,6 +49,8 @@ export const DOCUMENT_VERSIONS = {
   "check-record": 1,
   /** `kerncap judge --json`: a capture's judging settings (src/replay/judge-settings.ts). */
   judge: 1,
+  /** `kerncap clean --json`: what was removed of each capture (src/ops/clean.ts). */
+  clean: 1,
   /** `kerncap eval --json`'s last line (src/eval/eval.ts EvalReport), and each record line before it and in its --jsonl file. */
   eval: 1,
   "eval-record": 1,
@@ -333,6 +335,22 @@ export const DOCUMENTS = {
     accept: v.optional(v.nullable(JudgingAccept)),
     /** Every warning judge printed on stderr (WARN), one entry each: settings not used, a --dtype REGION=T that does not fit its region. */
     warnings: v.optional(v.array(v.string())),
+  }),
+  clean: v.object({
+    ...id("clean"),
+    /** --dry-run: nothing removed (the parts are what would be). captures: one entry per capture folder (absolute), in the order given. */
+    dryRun: v.boolean(),
+    captures: v.array(
+      v.object({
+        dir: v.string(),
+        /** Each folder removed: build, build/eval (--eval) or profile (--profile); its bytes and files (regular files under it, no link followed). Empty: nothing there. */
+        removed: v.array(v.object({ path: v.picklist(["build", "build/eval", "profile"]), bytes: U, files: U })),
+        /** The sum of removed's bytes. */
+        bytes: U,
+      }),
+    ),
+    /** Bytes freed (or, with dryRun, to free) in all. */
+    bytes: U,
   }),
   pack: v.object({
     ...id("pack"),

@@ -63,7 +63,7 @@ export function describeTried(tried: { name: string; reason: string }[]): string
  */
 export const GPU_VERBS = ["run", "list", "replay", "check", "eval", "profile", "validate", "tune"] as const;
 /** The verbs that work on a machine without a GPU (doctor reports the missing driver; mcp's validate and replay tools still need one). */
-export const NO_GPU_VERBS = ["inspect", "pack", "unpack", "export", "judge", "schema", "demo", "doctor", "completion", "mcp"] as const;
+export const NO_GPU_VERBS = ["inspect", "pack", "unpack", "export", "judge", "clean", "schema", "demo", "doctor", "completion", "mcp"] as const;
 /** "a, b and c" */
 function joined(words: readonly string[]): string {
   return words.length > 1 ? `${words.slice(0, -1).join(", ")} and ${words[words.length - 1]}` : words.join("");

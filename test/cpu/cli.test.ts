@@ -236,6 +236,15 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(m.message).toContain("r.jsonl, line 1");
     });
   },
+  clean: () => {
+    test("no folder, and a folder that is no capture: errors naming them (the rest: test/cpu/clean.test.ts)", async () => {
+      const none = await failure("clean", []);
+      expect(none.code).toBe("E_USAGE");
+      const empty = tempDir();
+      const e = await failure("clean", [empty]);
+      expect(e.code).toBe("E_NOT_CAPTURE");
+    });
+  },
   validate: () => {
     test("a capture without a reproducer project says how to get one", async () => {
       const e = await failure("validate", [await fresh()]);

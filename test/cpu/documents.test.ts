@@ -123,7 +123,7 @@ describe("kerncap doctor", () => {
     expect(by.libcuda.fix).toContain("KERNCAP_LIBCUDA");
     // what one can still do without a GPU: the demo first, to try the rest on
     expect(by.libcuda.fix).toContain(`; ${WITHOUT_GPU}.`);
-    expect(WITHOUT_GPU).toStartWith("kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack, export, judge, schema");
+    expect(WITHOUT_GPU).toStartWith("kerncap demo (a sample capture to try the verbs on), inspect, pack, unpack, export, judge, clean, schema");
     expect(by["va-reservation"].status).toBe("skip");
     expect(by["capture-replay"].status).toBe("skip");
     for (const id of ["cupti", "nvcc", "ncu", "python", "cache", "tmpdir", "aslr", "confined-build"]) expect(by[id], id).toBeDefined();

@@ -100,6 +100,23 @@ export function checkSettings(
   };
 }
 
+/**
+ * The workers of a check: one per --gpus entry (its CUDA_VISIBLE_DEVICES), else one on the GPUs this
+ * process sees; under --build-only, --jobs N workers with no GPU (default: the CPU count, at most 8:
+ * nvcc is about one core a build).
+ * @throws KerncapError E_USAGE: --jobs without --build-only, or beside --gpus; a bad --gpus or --jobs
+ */
+function workerSlots(gpusArg: unknown, jobsArg: unknown, buildOnly: boolean): (string | null)[] {
+  if (jobsArg !== undefined && !buildOnly)
+    throw new KerncapError("E_USAGE", "--jobs applies to --rebuild --build-only: a replay's workers are --gpus", {
+      hint: "kerncap check --rebuild --build-only --jobs N DIR…, or --gpus 0,0 for two replay workers on GPU 0.",
+    });
+  if (jobsArg !== undefined && gpusArg !== undefined)
+    throw new KerncapError("E_USAGE", "--build-only with --jobs runs no GPU: --gpus does not apply", { hint: "Give --jobs N alone." });
+  if (gpusArg !== undefined) return parseGpus(String(gpusArg));
+  return buildOnly ? Array<null>(intArg("jobs", jobsArg, Math.min(availableParallelism(), 8), 256, 1)).fill(null) : [null];
+}
+
 export default defineCommand({
   meta: {
     name: "check",
@@ -280,19 +297,7 @@ export default defineCommand({
       ] as const)
         if (settings[k] && !settings.rebuild)
           throw new KerncapError("E_USAGE", `--${flag} applies to --rebuild only`, { hint: `Add --rebuild, or leave --${flag} out.` });
-      if (args.jobs !== undefined && !settings.buildOnly)
-        throw new KerncapError("E_USAGE", "--jobs applies to --rebuild --build-only: a replay's workers are --gpus", {
-          hint: "kerncap check --rebuild --build-only --jobs N DIR…, or --gpus 0,0 for two replay workers on GPU 0.",
-        });
-      if (args.jobs !== undefined && args.gpus !== undefined)
-        throw new KerncapError("E_USAGE", "--build-only with --jobs runs no GPU: --gpus does not apply", { hint: "Give --jobs N alone." });
-      // --build-only: no GPU, the builds side by side (nvcc is about one core each)
-      const gpus: (string | null)[] =
-        args.gpus !== undefined
-          ? parseGpus(String(args.gpus))
-          : settings.buildOnly
-            ? Array<null>(intArg("jobs", args.jobs, Math.min(availableParallelism(), 8), 256, 1)).fill(null)
-            : [null];
+      const gpus = workerSlots(args.gpus, args.jobs, Boolean(settings.buildOnly));
       report = await runCheck({
         paths,
         settings,

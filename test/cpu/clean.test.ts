@@ -1,0 +1,155 @@
+/**
+ * `kerncap clean` (src/ops/clean.ts): what it removes of a capture (build/, build/eval/ with
+ * --eval, profile/ with --profile) and what it never touches; --dry-run; links not followed; a
+ * running eval's lock refuses the whole command; a capture set's members; the --json document.
+ */
+import { expect, test } from "bun:test";
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as v from "valibot";
+import { DOCUMENTS } from "../../src/format/documents.ts";
+import { cleanCaptures, cleanTargets } from "../../src/ops/clean.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+const cli = (args: string[]) => {
+  const p = Bun.spawnSync([process.execPath, MAIN, "clean", ...args], { stdout: "pipe", stderr: "pipe" });
+  return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
+};
+
+/** A capture with what validate, eval and profile leave: build/kernel.cubin (1000 B), build/eval/<copy>/module (3000 B), profile/report.ncu-rep (500 B). */
+async function built(): Promise<string> {
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "build/eval/0123456789abcdef"), { recursive: true });
+  writeFileSync(join(dir, "build/kernel.cubin"), Buffer.alloc(1000));
+  writeFileSync(join(dir, "build/eval/0123456789abcdef/module"), Buffer.alloc(3000));
+  mkdirSync(join(dir, "profile"));
+  writeFileSync(join(dir, "profile/report.ncu-rep"), Buffer.alloc(500));
+  return dir;
+}
+
+/** The capture's own entries (all but build/ and profile/), with their content's digest. */
+function own(dir: string): string[] {
+  return readdirSync(dir, { recursive: true })
+    .map(String)
+    .filter((n) => !/^(build|profile)(\/|$)/.test(n))
+    .sort()
+    .map((n) => {
+      const p = join(dir, n);
+      let body = "";
+      try {
+        body = String(Bun.hash(readFileSync(p)));
+      } catch {
+        /* a folder */
+      }
+      return `${n} ${body}`;
+    });
+}
+
+test("clean removes build/ and nothing the capture holds; --dry-run says the same sizes and removes nothing; --json is a kerncap.clean/1 document", async () => {
+  const dir = await built();
+  const before = own(dir);
+  const dry = cli([dir, "--dry-run", "--json"]);
+  expect(dry.code, dry.err).toBe(0);
+  const d = JSON.parse(dry.out);
+  expect(v.safeParse(DOCUMENTS.clean, d).success).toBe(true);
+  expect(d).toMatchObject({ schema: "kerncap.clean/1", dryRun: true, bytes: 4000, captures: [{ removed: [{ path: "build", bytes: 4000, files: 2 }] }] });
+  expect(existsSync(join(dir, "build/kernel.cubin"))).toBe(true);
+  const r = cli([dir]);
+  expect(r.code, r.err).toBe(0);
+  expect(r.out).toContain("removed build/ (3.9 KiB, 2 files)");
+  expect(r.out).toContain("1 capture: 3.9 KiB freed");
+  expect(existsSync(join(dir, "build"))).toBe(false);
+  expect(existsSync(join(dir, "profile/report.ncu-rep"))).toBe(true); // only with --profile
+  expect(own(dir)).toEqual(before);
+  expect(readdirSync(dir).filter((n) => n.includes(".tmp-"))).toEqual([]); // nothing left aside
+  // again: nothing to remove, said
+  const again = cli([dir]);
+  expect(again.out).toContain("nothing to remove");
+  // --profile
+  const p = cli([dir, "--profile", "--json"]);
+  expect(JSON.parse(p.out).captures[0].removed).toEqual([{ path: "profile", bytes: 500, files: 1 }]);
+  expect(existsSync(join(dir, "profile"))).toBe(false);
+  expect(own(dir)).toEqual(before);
+});
+
+test("--eval removes build/eval/ only (the pruned build's cache stays)", async () => {
+  const dir = await built();
+  const [c] = cleanCaptures(cleanTargets([dir]), { eval: true });
+  expect(c!.removed).toEqual([{ path: "build/eval", bytes: 3000, files: 1 }]);
+  expect(existsSync(join(dir, "build/kernel.cubin"))).toBe(true);
+  expect(existsSync(join(dir, "build/eval"))).toBe(false);
+});
+
+test("no link is followed: a link inside build/ and a build/ that is a link are removed as links, what they point at stays (and is not counted)", async () => {
+  const outside = tempDir();
+  writeFileSync(join(outside, "precious"), Buffer.alloc(7777));
+  const dir = await built();
+  symlinkSync(outside, join(dir, "build/eval/0123456789abcdef/src"));
+  const [c] = cleanCaptures(cleanTargets([dir]));
+  expect(c!.bytes).toBe(4000);
+  expect(readFileSync(join(outside, "precious")).length).toBe(7777);
+  const dir2 = await built();
+  const { rmSync } = await import("node:fs");
+  rmSync(join(dir2, "build"), { recursive: true });
+  symlinkSync(outside, join(dir2, "build"));
+  const [c2] = cleanCaptures(cleanTargets([dir2]));
+  expect(c2!.removed).toEqual([{ path: "build", bytes: 0, files: 0 }]);
+  expect(existsSync(join(dir2, "build"))).toBe(false);
+  expect(readFileSync(join(outside, "precious")).length).toBe(7777);
+});
+
+test("a running eval's lock in build/eval refuses the whole command (E_BUSY), nothing removed; a lock whose process is gone is none", async () => {
+  const a = await built();
+  const b = await built();
+  writeFileSync(join(b, "build/eval", `.kerncap-eval-${process.pid}-abcdef012345.lock`), `${process.pid}\n0123456789abcdef\n`);
+  let err: unknown;
+  try {
+    cleanCaptures(cleanTargets([a, b]));
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(KerncapError);
+  expect((err as KerncapError).code).toBe("E_BUSY");
+  expect((err as KerncapError).message).toContain(`pid ${process.pid}`);
+  expect(existsSync(join(a, "build/kernel.cubin"))).toBe(true); // the first capture too: checked before anything is removed
+  const r = cli([a, b]);
+  expect(r.code).toBe(2);
+  expect(r.err).toContain("an eval is running on");
+  // a dead pid: not a lock
+  const { rmSync } = await import("node:fs");
+  rmSync(join(b, "build/eval", `.kerncap-eval-${process.pid}-abcdef012345.lock`));
+  writeFileSync(join(b, "build/eval", ".kerncap-eval-999999999-abcdef012345.lock"), "999999999\n");
+  expect(cleanCaptures(cleanTargets([a, b])).map((c) => c.removed.length)).toEqual([1, 1]);
+});
+
+test("a capture set's folder: each member cleaned; a folder inside a capture is refused as no capture of its own", async () => {
+  const set = tempDir();
+  const m1 = join(set, "m1");
+  const m2 = join(set, "m2");
+  await makeCapture(m1);
+  await makeCapture(m2);
+  for (const m of [m1, m2]) {
+    mkdirSync(join(m, "build"));
+    writeFileSync(join(m, "build/kernel.cubin"), Buffer.alloc(10));
+  }
+  writeFileSync(
+    join(set, "kerncap-captures.json"),
+    JSON.stringify({
+      format: "kerncap-capture-set",
+      version: 1,
+      command: ["app"],
+      captures: [
+        { dir: "m1", kernel: "k", launchIndex: 0 },
+        { dir: "m2", kernel: "k", launchIndex: 1 },
+      ],
+    }),
+  );
+  const r = cli([set, "--json"]);
+  expect(r.code, r.err).toBe(0);
+  expect(JSON.parse(r.out).captures.map((c: { bytes: number }) => c.bytes)).toEqual([10, 10]);
+  const inner = cli([join(m1, "src")]);
+  expect(inner.code).toBe(2);
+});
