@@ -13,6 +13,7 @@ import { assertMergeSize, INPUT_FILE_MAX_BYTES, readInputFile } from "../format/
 import { escapeForTerminal } from "../escape.ts";
 import { escapedForMessage } from "../format/archive-common.ts";
 import { parseRecords, type RecordKind } from "../check/results.ts";
+import { missingShards } from "../check/merge.ts";
 import type { Shard } from "../check/shard.ts";
 import { documentId } from "../format/documents.ts";
 import { EVAL_VERDICTS, EvalRecord, type EvalVerdict } from "../format/eval-record.ts";
@@ -63,8 +64,10 @@ export interface EvalReport {
   summary: Record<EvalVerdict, number> & { candidates: number; byCode: Record<string, number>; unjudged: Unjudged };
   /** wall: the whole evaluation; build: the builds' wall times summed; run: the GPU runs' summed. */
   seconds: { wall: number; build: number; run: number };
-  /** 2 when a candidate could not be judged (error), else 0 (the verdicts are the result). */
+  /** 2 when a candidate could not be judged (error), else 0 (the verdicts are the result); at least 2 for a --merge --partial that lacks shards. */
   exitCode: number;
+  /** --merge --partial: the shards ("K/N") whose files were not given. */
+  missingShards?: string[];
 }
 
 /**
@@ -426,9 +429,12 @@ const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that
  * @throws KerncapError E_USAGE (no such file), E_RESULTS (damaged, or one candidate and input in two files),
  *   E_RECORD_AUTH (a record without a valid authenticator, naming its line; no key to verify with), E_UNSAFE_PATH
  */
-export function mergeEval(files: string[]): EvalReport {
+export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalReport {
   const byKey = new Map<string, EvalRecord>();
   const fileOf = new Map<string, string>();
+  // each run's share as its records say it ("K/N"; null: a run without --shard), with the files saying it (missingShards)
+  const shards = new Map<string | null, Set<string>>();
+  const emptyFiles: string[] = [];
   let inputs = new Set<string>();
   assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
@@ -441,13 +447,14 @@ export function mergeEval(files: string[]): EvalReport {
     // and the file read itself (its fd's owner and mode): no file swapped in after the check above
     const text = readInputFile(path, "eval results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, what));
     const { records } = parseRecords(path, text, EVAL_RECORDS, MERGE_AUTH_HINT);
-    // a shard given no candidate writes an empty file, as does one killed before its first record: said, left out
-    if (!records.length)
-      log.warn(
-        `${path} holds no eval record (a shard given no candidate, or one stopped before its first: run that one again with --resume): left out of the merge`,
-      );
+    // a shard given no candidate writes an empty file, as does one killed before its first record: counted below, said
+    if (!records.length) emptyFiles.push(path);
     const mine = new Map<string, EvalRecord>();
-    for (const r of records) mine.set(recordKey(r.candidate, r.input), r); // one file's later record of a pair wins (--resume appends)
+    for (const r of records) {
+      mine.set(recordKey(r.candidate, r.input), r); // one file's later record of a pair wins (--resume appends)
+      if (!shards.has(r.shard)) shards.set(r.shard, new Set());
+      shards.get(r.shard)!.add(path);
+    }
     for (const [k, r] of mine) {
       // a pair in two files: which one counts would be the order of the arguments (trial 19: a mismatch became a 2.00× match)
       const other = fileOf.get(k);
@@ -464,7 +471,28 @@ export function mergeEval(files: string[]): EvalReport {
       if (r.input !== BUILD_INPUT) inputs.add(r.input);
     }
   }
+  // every shard 0..N-1 of one run (check --merge's rule: a CI gate must not pass on half the candidates, nu14 #1); a shard
+  // given no candidate (a share by identity can be empty) writes an empty file, which cannot say its shard: as many shards
+  // as such files are taken for theirs, said
+  let missing = missingShards(shards);
+  if (missing.length && emptyFiles.length >= missing.length) {
+    log.warn(
+      `${missing.length === 1 ? "shard" : "shards"} ${missing.join(", ")} held no record: taken for ${emptyFiles.length === 1 ? "the empty file" : "the empty files"} ${emptyFiles.join(", ")} (a shard given no candidate; one stopped before its first record would look the same)`,
+    );
+    missing = [];
+  }
+  const which = `${missing.length === 1 ? "shard" : "shards"} ${missing.join(", ")}`;
+  if (missing.length && !o.partial)
+    throw new KerncapError(
+      "E_RESULTS",
+      `the results files lack ${which} of the eval: a merge without ${missing.length === 1 ? "it" : "them"} would rank fewer candidates`,
+      {
+        hint: "Nothing was merged. Give every shard's --jsonl file (a shard given no candidate writes an empty one: give it too), or merge what is there with --partial (exit 2, the missing shards in missingShards).",
+      },
+    );
+  if (missing.length) log.warn(`merged without ${which} (--partial): ${missing.length === 1 ? "its" : "their"} candidates are not in this report`);
   inputs = new Set([...inputs].sort());
   const records = [...byKey.values()];
-  return reportOf(records, { dir: null, inputs: [...inputs], results: null, shard: null, workers: 0, wall: 0 });
+  const report = reportOf(records, { dir: null, inputs: [...inputs], results: null, shard: null, workers: 0, wall: 0 });
+  return missing.length ? { ...report, missingShards: missing, exitCode: Math.max(report.exitCode, 2) } : report;
 }

@@ -499,6 +499,8 @@ export const DOCUMENTS = {
     seconds: v.object({ wall: N, build: N, run: N }),
     /** 2 when a candidate could not be judged (error), else 0: the process's exit status, with this document (no kerncap.error/1) on stdout. */
     exitCode: U,
+    /** --merge --partial: the shards ("K/N") whose files were not given; absent otherwise. */
+    missingShards: v.optional(v.array(v.string())),
   }),
   "eval-record": v.object({ ...id("eval-record"), ...EvalRecord.entries }),
   demo: v.object({

@@ -824,14 +824,21 @@ describe("--resume, --shard, --merge", () => {
       labels.push(...r.candidates.map((c) => c.label));
     }
     expect(labels.sort()).toEqual(Object.keys(texts).sort());
-    const merged = mergeEval(outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length));
+    const merged = mergeEval(outs.filter((f) => existsSync(f)));
     expect(merged.candidates.map((c) => c.label)).toEqual(["s8.cu", "s7.cu", "s6.cu", "s5.cu", "s4.cu", "s3.cu", "s2.cu", "s1.cu", "s0.cu"]);
+    // every shard of the eval, or --partial (nu14 #1: two of three shards merged, exit 0)
+    const two = outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length).slice(0, 2);
+    expect(() => mergeEval(two)).toThrow(/the results files lack shards? \d\/3(, \d\/3)? of the eval/);
+    const part = await quiet(async () => mergeEval(two, { partial: true }));
+    expect(part.value.missingShards!.length).toBeGreaterThanOrEqual(1);
+    expect(part.value.exitCode).toBe(2);
+    expect(part.err).toMatch(/\(--partial\): (its|their) candidates are not in this report/);
     // a shard given no candidate leaves an empty file: merged with the others, said (a new user's array job was refused)
     const empty = join(d, "shard-empty.jsonl");
     writeFileSync(empty, "");
     const withEmpty = await quiet(async () => mergeEval([...outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length), empty]));
     expect(withEmpty.value.candidates).toHaveLength(9);
-    expect(withEmpty.err).toContain("holds no eval record (a shard given no candidate");
+    expect(withEmpty.err).toContain("held no record: taken for the empty file");
     // one shard's file given twice (or a copy): the same candidate and input in two files, refused naming both (trial 19: argument order chose the verdict)
     const one = outs.find((f) => existsSync(f) && readFileSync(f, "utf8").length)!;
     const copy = join(d, "copy.jsonl");
@@ -842,7 +849,7 @@ describe("--resume, --shard, --merge", () => {
     mkdirSync(team);
     chmodSync(team, 0o777);
     writeFileSync(join(team, "shard.jsonl"), readFileSync(one));
-    const warned = await quiet(async () => mergeEval([join(team, "shard.jsonl")]));
+    const warned = await quiet(async () => mergeEval([join(team, "shard.jsonl")], { partial: true }));
     expect(warned.err).toContain(
       `${team} is writable by other users (mode 0777) and not sticky: another user could have put another of your files at this name`,
     );

@@ -246,7 +246,16 @@ export default defineCommand({
       description: "Evaluate only shard K of N of the candidates (0 ≤ K < N; a stable share by the candidate's identity)",
       valueHint: "K/N",
     },
-    merge: { type: "boolean", description: "Join --jsonl files of shards into one ranked report", default: false },
+    merge: {
+      type: "boolean",
+      description: "Join --jsonl files of shards into one ranked report; every shard K/N of the eval must be given",
+      default: false,
+    },
+    partial: {
+      type: "boolean",
+      description: "With --merge: merge the files given even when shards are missing (each said; missingShards; exit 2)",
+      default: false,
+    },
     worker: { type: "boolean", description: "Internal: a GPU worker process of an eval (stdin/stdout carry its protocol)", default: false },
     ...jsonArg,
     ...verboseArg,
@@ -269,8 +278,9 @@ export default defineCommand({
     let report: EvalReport;
     if (args.merge) {
       if (!positionals.length) throw new KerncapError("E_USAGE", "--merge needs results files", { hint: "kerncap eval --merge shard-*.jsonl" });
-      report = mergeEval(positionals);
+      report = mergeEval(positionals, { partial: Boolean(args.partial) });
     } else {
+      if (args.partial) throw new KerncapError("E_USAGE", "--partial applies to --merge only", { hint: "Add --merge FILE…, or leave --partial out." });
       if (args["build-only"] && args["require-gpu"])
         throw new KerncapError("E_USAGE", "--build-only judges nothing, so it needs no GPU: --require-gpu does not go with it", {
           hint: "Give one of them: --build-only to compile every candidate here, --require-gpu to judge them and stop at once where there is no GPU.",
@@ -304,7 +314,8 @@ export default defineCommand({
     }
     if (args.json) printJsonLine("eval", report);
     else printText(rankedTable(report) + "\n");
-    if (report.exitCode === 2) log.error(unjudgedLine(report, args.merge ? "merge" : args.jsonl !== undefined ? "jsonl" : "none", Boolean(args["build-only"])));
+    if (report.exitCode === 2 && report.summary.error)
+      log.error(unjudgedLine(report, args.merge ? "merge" : args.jsonl !== undefined ? "jsonl" : "none", Boolean(args["build-only"])));
     return report.exitCode;
   },
 });
