@@ -238,7 +238,7 @@ export default defineCommand({
     resume: {
       type: "boolean",
       description:
-        "Continue the interrupted eval whose --jsonl FILE is given: candidates it holds a record of are not evaluated again, but those whose record is an error (no GPU, a worker that died) are built and judged again",
+        "Continue the interrupted eval whose --jsonl FILE is given: candidates it holds a record of are not evaluated again, but those whose record is an error (no GPU, a worker that died) or built (--build-only) are judged again, on the module their kept copy holds where it is unchanged (else built again)",
       default: false,
     },
     shard: {
