@@ -31,6 +31,9 @@ export interface BuiltModule {
   seconds: number;
   registers: number | null;
   stackFrameBytes: number | null;
+  /** Bytes of spill stores and loads (moduleFigures); null where the module does not say. */
+  spillStoreBytes?: number | null;
+  spillLoadBytes?: number | null;
   /** The launch grid of a Triton config that changes the tile sizes (--grid); undefined: the captured grid. */
   grid?: [number, number, number];
 }

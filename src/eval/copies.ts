@@ -222,5 +222,6 @@ export function keptBuild(dest: string, prior: EvalRecord["build"]): { built: Bu
   if (new Bun.CryptoHasher("sha256").update(bytes).digest("hex") !== prior.moduleSha256)
     return { why: "is not the module that was built (its SHA-256 differs)" };
   const module = join(resolve(dest), prior.module);
-  return { built: { module, seconds: prior.seconds, registers: prior.registers, stackFrameBytes: prior.stackFrameBytes } };
+  const spills = { spillStoreBytes: prior.spillStoreBytes ?? null, spillLoadBytes: prior.spillLoadBytes ?? null };
+  return { built: { module, seconds: prior.seconds, registers: prior.registers, stackFrameBytes: prior.stackFrameBytes, ...spills } };
 }

@@ -481,6 +481,8 @@ async function buildInto(
         seconds: b.built.seconds,
         registers: b.built.registers,
         stackFrameBytes: b.built.stackFrameBytes,
+        spillStoreBytes: b.built.spillStoreBytes ?? null,
+        spillLoadBytes: b.built.spillLoadBytes ?? null,
         moduleSha256,
         ...(inCopy ? { module } : {}),
       });

@@ -43,6 +43,9 @@ export interface CandidateSummary {
   high: number | null;
   registers: number | null;
   stackFrameBytes: number | null;
+  /** Spill stores and loads (bytes) of its build; null where unknown. */
+  spillStoreBytes?: number | null;
+  spillLoadBytes?: number | null;
   /** The first input's reason that made it not a match. */
   reason: string | null;
   /** That record's error code (E_PATCH, E_CANDIDATE, E_BUILD, E_NO_GPU …; nu7 #20: agent-skill.md promised it here, it was only in records[]); null for a match. */
@@ -251,6 +254,8 @@ export function summarize(records: EvalRecord[]): CandidateSummary[] {
       high: sp !== undefined ? Math.max(...rs.map((r) => r.timing!.high)) : null,
       registers: withBuild.build.registers,
       stackFrameBytes: withBuild.build.stackFrameBytes,
+      spillStoreBytes: withBuild.build.spillStoreBytes ?? null,
+      spillLoadBytes: withBuild.build.spillLoadBytes ?? null,
       reason: bad ? `${bad.input === BUILD_INPUT ? "" : `${bad.input}: `}${bad.reason ?? bad.verdict}` : null,
       code: bad?.code ?? null,
       rank: null,

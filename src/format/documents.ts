@@ -477,6 +477,9 @@ export const DOCUMENTS = {
         high: v.nullable(N),
         registers: v.nullable(N),
         stackFrameBytes: v.nullable(N),
+        /** Spill stores and loads (bytes) of its build, as its record's build; null where unknown. */
+        spillStoreBytes: v.optional(v.nullable(N)),
+        spillLoadBytes: v.optional(v.nullable(N)),
         reason: v.nullable(v.string()),
         /** The error code of the record `reason` is of (E_PATCH, E_BUILD, E_NO_GPU …: why it is not a match); null for a match and a verdict without one. */
         code: v.nullable(v.string()),

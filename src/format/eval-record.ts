@@ -126,6 +126,9 @@ export const EvalRecord = v.object({
     seconds: N,
     registers: v.nullable(N),
     stackFrameBytes: v.nullable(N),
+    /** Bytes of the kernel's spill stores and loads (ptxas -v's, from the cubin's spill annotations: src/rebuild/resources.ts); null where unknown; absent in records of kerncap before them. */
+    spillStoreBytes: v.optional(v.nullable(N)),
+    spillLoadBytes: v.optional(v.nullable(N)),
     moduleSha256: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
     module: v.optional(v.string()),
   }),

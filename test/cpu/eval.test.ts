@@ -934,6 +934,9 @@ echo "$out"
       expect(by[ok]).toMatchObject({ verdict: "match" });
       expect(by[ok]!.build.registers).toBeGreaterThan(0);
       expect(by[ok]!.build.stackFrameBytes).toBe(0);
+      // spills, as validate's rebuild says them (nu14 #4: a triage of candidates that spill)
+      expect(by[ok]!.build).toMatchObject({ spillStoreBytes: 0, spillLoadBytes: 0 });
+      expect(r.candidates.find((c) => c.label === ok)).toMatchObject({ spillStoreBytes: 0, spillLoadBytes: 0 });
     }
     expect(new Set(modules).size).toBe(2); // two private copies, two modules
     for (const m of modules) expect(m.startsWith(join(cap, "build/eval/"))).toBe(true);
