@@ -46,6 +46,8 @@ export interface BuildFailure {
   seconds: number;
   /** A compile-error's compiler diagnostics (E_BUILD's error.details.diagnostics: files as src/…, relative to the candidate's copy), for its record. */
   diagnostics?: Diagnostic[];
+  /** The build ran past its limit and was killed (E_BUILD's details.timedOut). */
+  timedOut?: true;
 }
 
 export type BuildOutcome = { built: BuiltModule } | { failed: BuildFailure };
@@ -160,6 +162,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
         reason: message,
         seconds: seconds(),
         ...(diagnostics ? { diagnostics } : {}),
+        ...(isKerncapError(e) && e.details?.timedOut === true ? { timedOut: true as const } : {}),
       },
     };
   }

@@ -451,7 +451,7 @@ async function buildInto(
       rec.copies.set(c.id, !folders.private && !c.refused && existsSync(folders.dest(c)) ? resolve(folders.dest(c)) : null);
       o.onBuild?.(c, b);
       if ("failed" in b) {
-        rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null });
+        rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null, ...(b.failed.timedOut ? { timedOut: true as const } : {}) });
         rec.emit(
           rec.recordOf(
             {

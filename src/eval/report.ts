@@ -160,7 +160,10 @@ export function shortReason(reason: string | null, max = 160, code?: string | nu
     .filter(Boolean);
   const err = lines.slice(1).find((l) => /\berror\b/i.test(l));
   let s = err ?? lines[0] ?? "";
-  if (!err && code && s.length > 80) s = `${firstClause(s)} (${code})`;
+  // a build killed at its limit says so, not only that it did not build (nu14 #5)
+  const timed = /build\.sh timed out after \d+ s/.exec(s);
+  if (!err && timed) s = timed[0];
+  else if (!err && code && s.length > 80) s = `${firstClause(s)} (${code})`;
   if (s.length > max) {
     const cut = s.lastIndexOf(" ", max - 1);
     s = `${s.slice(0, cut > max / 2 ? cut : max - 1)}…`;

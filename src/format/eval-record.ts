@@ -129,6 +129,8 @@ export const EvalRecord = v.object({
     /** Bytes of the kernel's spill stores and loads (ptxas -v's, from the cubin's spill annotations: src/rebuild/resources.ts); null where unknown; absent in records of kerncap before them. */
     spillStoreBytes: v.optional(v.nullable(N)),
     spillLoadBytes: v.optional(v.nullable(N)),
+    /** true: the build ran past its limit (--build-timeout, KERNCAP_BUILD_TIMEOUT, a confined build's 600 s) and was killed (a compile-error); absent otherwise. */
+    timedOut: v.optional(v.literal(true)),
     moduleSha256: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
     module: v.optional(v.string()),
   }),

@@ -888,6 +888,26 @@ echo "$out"
     writeFileSync(join(cap, "src/kernel.cu"), '#include "util.h"\nextern "C" __global__ void scale(float* x, int n) { x[threadIdx.x] *= TWO; }\n');
     return cap;
   }
+  test("--build-timeout: a build past its limit is killed, a compile-error with build.timedOut, the table saying it timed out (nu14 #5)", async () => {
+    const slow = BUILD_SH.replace("mkdir -p", 'if grep -q SLOW "$here/src/kernel.cu"; then sleep 30; fi\nmkdir -p');
+    const cap = await captureWithSource(slow);
+    const d = tempDir("kerncap-cands-");
+    mkdirSync(join(d, "slow"));
+    writeFileSync(join(d, "slow/kernel.cu"), '#include "util.h"\n// SLOW\n__global__ void scale(float* x, int n) { x[threadIdx.x] *= TWO; }\n');
+    const saved = process.env.KERNCAP_BUILD_TIMEOUT;
+    process.env.KERNCAP_BUILD_TIMEOUT = "2";
+    try {
+      const t0 = Date.now();
+      const { value: r } = await quiet(() => runEval({ ...options([cap], [join(d, "slow")], { buildOnly: true }), buildWith: undefined }));
+      expect(Date.now() - t0).toBeLessThan(20_000);
+      const rec = r.records[0]!;
+      expect(rec).toMatchObject({ verdict: "compile-error", code: "E_BUILD", build: { timedOut: true } });
+      expect(shortReason(rec.reason, 160, rec.code)).toBe("build.sh timed out after 2 s");
+    } finally {
+      if (saved === undefined) delete process.env.KERNCAP_BUILD_TIMEOUT;
+      else process.env.KERNCAP_BUILD_TIMEOUT = saved;
+    }
+  }, 60_000);
   test("each candidate built in its own copy, in parallel: a compile error once with the compiler's message, a changed parameter layout, registers of the rest; the capture untouched", async () => {
     const cap = await externC();
     const before = snapshot(cap);

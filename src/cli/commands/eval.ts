@@ -199,6 +199,12 @@ export default defineCommand({
       description:
         "Stop at once, E_NO_GPU, before any build, when there is no usable GPU here (without it: every candidate is built, and each that builds is an E_NO_GPU record)",
     },
+    "build-timeout": {
+      type: "string",
+      description:
+        "Each candidate's build stops after S seconds, its processes killed: a compile-error with build.timedOut (KERNCAP_BUILD_TIMEOUT for one command; default none, 600 s for a confined build)",
+      valueHint: "S",
+    },
     timeout: {
       type: "string",
       description: `The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner than this`,
@@ -281,6 +287,8 @@ export default defineCommand({
       report = mergeEval(positionals, { partial: Boolean(args.partial) });
     } else {
       if (args.partial) throw new KerncapError("E_USAGE", "--partial applies to --merge only", { hint: "Add --merge FILE…, or leave --partial out." });
+      // the builds (in this process, and build.sh's children) read the limit from the environment (src/frontends/build.ts buildTimeout)
+      if (args["build-timeout"] !== undefined) process.env.KERNCAP_BUILD_TIMEOUT = String(intArg("build-timeout", args["build-timeout"], 600, 1_000_000, 1));
       if (args["build-only"] && args["require-gpu"])
         throw new KerncapError("E_USAGE", "--build-only judges nothing, so it needs no GPU: --require-gpu does not go with it", {
           hint: "Give one of them: --build-only to compile every candidate here, --require-gpu to judge them and stop at once where there is no GPU.",
