@@ -1082,7 +1082,7 @@ describe("command line (runCli: the one error path)", () => {
     }
     // eval --resume: an error record is tried again (nu10 #17: the help said every candidate it holds is not)
     expect((await cli(["eval", "--help"])).out.replace(/\s+/g, " ")).toContain(
-      "but those whose record is an error (no GPU, a worker that died) are built and judged again",
+      "but those whose record is an error (no GPU, a worker that died) or built (--build-only) are judged again, on the module their kept copy holds",
     );
     expect((await cli(["check", "--help"])).out).toContain("(Default: ./kerncap-check)\n");
     expect((await cli(["run", "--help"])).out).toContain("Capture folder to write (Default: kerncap-capture)\n");
