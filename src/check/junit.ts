@@ -55,7 +55,8 @@ function measurements(r: CheckRecord): string {
     );
   else if (r.time) parts.push(`time ${r.time.verdict}`);
   if (r.device) parts.push(`replayed on ${r.device.name} (${r.device.arch})`);
-  if (r.rebuild)
+  // a build-only record's note says the build ("built by build.sh in 0.37 s; not replayed"): not said twice (nu14 #10)
+  if (r.rebuild && r.verdict !== "built")
     parts.push(
       `rebuilt by ${builderWords(r.rebuild.builder)} in ${r.rebuild.seconds.toFixed(2)} s${r.rebuild.targetArch ? ` for ${r.rebuild.targetArch}` : ""}`,
     );

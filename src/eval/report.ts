@@ -265,7 +265,7 @@ export function summarize(records: EvalRecord[]): CandidateSummary[] {
     });
   }
   const order = (v: EvalVerdict) => (v === "match" ? -1 : VERDICT_ORDER.indexOf(v));
-  out.sort((a, b) => order(a.verdict) - order(b.verdict) || (b.speedup ?? 0) - (a.speedup ?? 0) || a.label.localeCompare(b.label));
+  out.sort((a, b) => order(a.verdict) - order(b.verdict) || (b.speedup ?? 0) - (a.speedup ?? 0) || a.label.localeCompare(b.label, "en", { numeric: true }));
   let rank = 0;
   for (const c of out) if (c.verdict === "match") c.rank = ++rank;
   return out;

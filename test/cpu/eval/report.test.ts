@@ -272,3 +272,10 @@ test("the table: a label two candidates share is shown with its identity (nu13 #
   expect(t.split("\n").find((l) => l.includes("one.cu"))).toMatch(/built\s+14\s+0\s+—\s+one\.cu/);
   expect(unjudgedLine(r, "jsonl", true)).toStartWith("1 of 4 candidates could not be built (error)");
 });
+
+test("candidates of one verdict are ranked by label in numeric order: cand-2 before cand-10 (nu14 #10)", () => {
+  const r = report(
+    ["cand-10", "cand-2", "cand-1", "cand-11"].map((l) => ({ ...rec(l, "compile-error", "E_BUILD", "x"), candidate: `${l}@${l.padEnd(12, "0").slice(-12)}` })),
+  );
+  expect(r.candidates.map((c) => c.label)).toEqual(["cand-1", "cand-2", "cand-10", "cand-11"]);
+});
