@@ -7,6 +7,7 @@
  */
 import * as v from "valibot";
 import { median } from "../util/median.ts";
+import { BuildDiagnostic } from "./eval-record.ts";
 
 const N = v.number();
 const Device = v.object({ name: v.string(), arch: v.string() });
@@ -55,8 +56,25 @@ const OutcomeFields = {
   /** Where it was captured and where it replayed (manifest device; the replay's device). */
   captured: v.nullable(Device),
   device: v.nullable(Device),
-  /** The rebuild (--rebuild): builder (build.sh or pruned), seconds, and the architecture built for when not the captured one. */
-  rebuild: v.nullable(v.object({ builder: v.string(), seconds: N, targetArch: v.nullable(v.string()) })),
+  /**
+   * The rebuild (--rebuild): builder (build.sh or pruned), seconds, the architecture built for when
+   * not the captured one, and the rebuilt kernel's registers per thread, stack frame and spill
+   * stores and loads (bytes; the cubin's, src/rebuild/resources.ts; null where it does not say,
+   * absent in records of kerncap before them: nu14 #7).
+   */
+  rebuild: v.nullable(
+    v.object({
+      builder: v.string(),
+      seconds: N,
+      targetArch: v.nullable(v.string()),
+      registers: v.optional(v.nullable(N)),
+      stackFrameBytes: v.optional(v.nullable(N)),
+      spillStoreBytes: v.optional(v.nullable(N)),
+      spillLoadBytes: v.optional(v.nullable(N)),
+    }),
+  ),
+  /** A build error's compiler diagnostics (E_BUILD's error.details.diagnostics, files relative to the capture: src/k.cu); absent elsewhere. */
+  diagnostics: v.optional(v.array(BuildDiagnostic)),
   /** Kernel time per timed launch (µs, CUDA events; src/replay/engine.ts timing), and their median; l2: "flushed" when L2 was flushed before each (--flush-l2), absent when warm. */
   timing: v.nullable(v.object({ medianUs: N, samplesUs: v.array(N), l2: v.optional(v.literal("flushed")) })),
   /** Wall time of the capture's whole check in the worker, and of its replay call alone (s). */

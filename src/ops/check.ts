@@ -22,7 +22,7 @@
  */
 import { shellPath } from "../util/shell-quote.ts";
 import { existsSync, rmSync, type Stats } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { privateTempFolder } from "../cache.ts";
 import { unpackArchive } from "../format/archive.ts";
@@ -31,7 +31,9 @@ import { checksumsChecked, notOwnEntry } from "../format/received.ts";
 import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
-import { rebuiltRun } from "../rebuild/rebuilder.ts";
+import { rebuiltRun, type Rebuilt } from "../rebuild/rebuilder.ts";
+import { moduleFigures } from "../rebuild/resources.ts";
+import type { Diagnostic } from "../frontends/confine.ts";
 import { replay, type ReplayOptions, type ReplayResult } from "../replay/engine.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import type { CaptureRef } from "../check/discover.ts";
@@ -69,6 +71,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       const onOpened = (st: Stats) => void (theirs = notOwnEntry(`the archive ${shownPath(task.path)}`, st));
       dir = (await unpackArchive(task.path, join(p.tmp, "capture"), { onOpened })).dir;
     }
+    p.dir = dir;
     const capture = openCapture(dir);
     const m = (p.m = capture.manifest);
     // --no-verify is not honoured for a received capture (an archive's is): its after state is another's to change
@@ -110,7 +113,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     }
     if (p.rebuilt) {
       const b = await p.rebuilt.built;
-      p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: otherArch ? here! : null };
+      p.rebuild = rebuildRecord(b, m, otherArch ? here! : null);
     }
     if (!p.rebuilt && r.device.arch !== m.device.arch) p.note ??= `replayed on ${r.device.arch} (captured on ${m.device.arch}): the module's code runs here`;
     const samples = r.timing.samplesUs ?? [];
@@ -158,7 +161,7 @@ async function buildOnly(
       reason: `no reproducer to rebuild (${frontendOf(m).validates ? "no build.sh" : `a ${frontendOf(m).name} capture is not rebuilt`}): nothing built (--build-only)`,
     };
   const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
-  p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: null };
+  p.rebuild = rebuildRecord(b, m, null);
   return {
     outcome: "done",
     ...known,
@@ -183,7 +186,7 @@ async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s:
     if (!reproducer || !isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
     checkChunksOnCpu(p); // a damaged memory image is said before the build, as the other files are
     const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
-    p.rebuild = { builder: b.builder, seconds: b.seconds, targetArch: null };
+    p.rebuild = rebuildRecord(b, m, null);
     throw new KerncapError("E_NO_GPU", `rebuilt by ${builderWords(b.builder)} in ${b.seconds.toFixed(2)} s (it compiles)${NOT_REPLAYED}${e.message}`, {
       ...(e.hint ? { hint: e.hint } : {}),
     });
@@ -225,6 +228,8 @@ interface Checked {
   rebuilt?: StartedRebuild;
   rebuild: Outcome["rebuild"];
   note: string | null;
+  /** The capture folder checked (an archive's unpacked one), once known: a build error's paths are said relative to it. */
+  dir?: string;
 }
 
 /** An outcome with nothing known yet but the capture's identity and path. */
@@ -297,6 +302,33 @@ export function checkReplayOptions(m: Manifest, s: CheckSettings, rebuilt: Parti
   };
 }
 
+/** A record's rebuild: how, how long, for which architecture (null: the captured one), and the rebuilt kernel's figures for it (moduleFigures). */
+function rebuildRecord(b: Rebuilt, m: Manifest, targetArch: string | null): NonNullable<Outcome["rebuild"]> {
+  const { registers, stackFrameBytes, spillStoreBytes, spillLoadBytes } = moduleFigures(
+    b.module,
+    targetArch ? { ...m, device: { ...m.device, arch: targetArch } } : m,
+  );
+  return { builder: b.builder, seconds: b.seconds, targetArch, registers, stackFrameBytes, spillStoreBytes, spillLoadBytes };
+}
+
+/**
+ * A build error's reason and diagnostics, the capture's own paths (src/…, as validate and eval say
+ * them: nu14 #7): the first error diagnostic's line where the compiler gave one.
+ */
+function buildErrorParts(e: KerncapError, dir: string | undefined): { reason: string; diagnostics?: Diagnostic[] } {
+  const inCapture = (s: string) => (dir ? s.split(`${resolve(dir)}/`).join("") : s);
+  const raw = Array.isArray(e.details?.diagnostics) ? (e.details.diagnostics as Diagnostic[]) : [];
+  const diagnostics = raw.map((d) => ({ ...d, file: inCapture(d.file) }));
+  const first = diagnostics.find((d) => d.severity !== "warning");
+  const head = inCapture(e.message.split("\n")[0]!);
+  return {
+    reason: first
+      ? `${head.split(":")[0]}: ${first.file}:${first.line}: ${first.severity}: ${first.text}`
+      : inCapture(e.message.split("\n").slice(0, 3).join(" / ")),
+    ...(diagnostics.length ? { diagnostics } : {}),
+  };
+}
+
 /** The outcome of a check that threw: `skipped` for a module this GPU cannot run (E_ARCH), else `error` with its code and the message's first lines. */
 function failedOutcome(e: unknown, p: Checked, s: CheckSettings): Partial<Outcome> & Pick<Outcome, "outcome"> {
   const { m, rebuilt, note, rebuild } = p;
@@ -318,7 +350,7 @@ function failedOutcome(e: unknown, p: Checked, s: CheckSettings): Partial<Outcom
     note,
     rebuild,
     code: isKerncapError(e) ? e.code : "E_INTERNAL",
-    reason: message.split("\n").slice(0, 3).join(" / "),
+    ...(isKerncapError(e) && e.code === "E_BUILD" ? buildErrorParts(e, p.dir) : { reason: message.split("\n").slice(0, 3).join(" / ") }),
   };
 }
 

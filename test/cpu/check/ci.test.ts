@@ -304,6 +304,8 @@ test("check --rebuild --build-only: each capture rebuilt, none replayed, no GPU 
       timing: null,
       rebuild: { builder: "build.sh", targetArch: null },
     });
+    expect(rec.rebuild.registers).toBeGreaterThan(0); // the rebuilt kernel's figures (nu14 #7)
+    expect(rec.rebuild).toMatchObject({ spillStoreBytes: 0, spillLoadBytes: 0 });
     expect(rec.note).toMatch(/^built by build\.sh in \d+\.\d\d s; not replayed \(--build-only\)$/);
     expect(readFileSync(junit, "utf8")).toContain("not replayed (--build-only)");
     expect(readFileSync(junit, "utf8")).not.toContain("rebuilt by"); // the note says the build once (nu14 #10)
@@ -316,7 +318,12 @@ test("check --rebuild --build-only: each capture rebuilt, none replayed, no GPU 
     const res2 = join(tempDir(), "r2");
     const bad = await stderrOf(() => runCli(["check", corpusDir, "--rebuild", "--build-only", "--results", res2, "--print-summary", "none"]));
     expect(bad.value).toBe(2);
-    expect(JSON.parse(readFileSync(join(res2, "results.jsonl"), "utf8").trim())).toMatchObject({ status: "error", code: "E_BUILD", verdict: null });
+    const failed = JSON.parse(readFileSync(join(res2, "results.jsonl"), "utf8").trim());
+    expect(failed).toMatchObject({ status: "error", code: "E_BUILD", verdict: null });
+    // the compiler's diagnostics, the capture's paths, as validate and eval say them (nu14 #7)
+    expect(failed.diagnostics[0]).toMatchObject({ file: "src/kernel.cu", line: 3, severity: "error" });
+    expect(failed.reason).toContain('src/kernel.cu:3: error: identifier "undefined_name" is undefined');
+    expect(failed.reason).not.toContain(corpusDir);
     // usage: without --rebuild, with a replay's options
     for (const extra of [
       [],
