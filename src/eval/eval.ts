@@ -479,11 +479,8 @@ async function buildInto(
       const inCopy = module && !module.startsWith("..") && !isAbsolute(module);
       rec.builds.set(c.id, {
         seconds: b.built.seconds,
-        registers: b.built.registers,
-        stackFrameBytes: b.built.stackFrameBytes,
-        spillStoreBytes: b.built.spillStoreBytes ?? null,
-        spillLoadBytes: b.built.spillLoadBytes ?? null,
-        moduleSha256,
+        ...{ registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes },
+        ...{ spillStoreBytes: b.built.spillStoreBytes ?? null, spillLoadBytes: b.built.spillLoadBytes ?? null, moduleSha256 },
         ...(inCopy ? { module } : {}),
       });
       if (o.buildOnly) {

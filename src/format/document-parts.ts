@@ -146,3 +146,14 @@ export const TuneRow = v.object({
   error: v.optional(v.string()),
   note: v.optional(v.string()),
 });
+
+/** `kerncap clean --json`'s captures (src/ops/clean.ts): one entry per capture folder (absolute), in the order given. */
+export const CleanedCaptures = v.array(
+  v.object({
+    dir: v.string(),
+    /** Each folder removed: build, build/eval (--eval) or profile (--profile); its bytes and files (regular files under it, no link followed). Empty: nothing there. */
+    removed: v.array(v.object({ path: v.picklist(["build", "build/eval", "profile"]), bytes: U, files: U })),
+    /** The sum of removed's bytes. */
+    bytes: U,
+  }),
+);

@@ -73,7 +73,7 @@ export function jsonDocument(name: DocumentName, doc: object): Record<string, un
   return { schema: documentId(name), ...doc };
 }
 
-import { Compare, N, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
+import { CleanedCaptures, Compare, N, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
 import { Rebuild, WatchLineFields } from "./document-rebuild.ts";
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
 
@@ -340,15 +340,7 @@ export const DOCUMENTS = {
     ...id("clean"),
     /** --dry-run: nothing removed (the parts are what would be). captures: one entry per capture folder (absolute), in the order given. */
     dryRun: v.boolean(),
-    captures: v.array(
-      v.object({
-        dir: v.string(),
-        /** Each folder removed: build, build/eval (--eval) or profile (--profile); its bytes and files (regular files under it, no link followed). Empty: nothing there. */
-        removed: v.array(v.object({ path: v.picklist(["build", "build/eval", "profile"]), bytes: U, files: U })),
-        /** The sum of removed's bytes. */
-        bytes: U,
-      }),
-    ),
+    captures: CleanedCaptures,
     /** Bytes freed (or, with dryRun, to free) in all. */
     bytes: U,
   }),
