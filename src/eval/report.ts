@@ -399,7 +399,14 @@ export function rankedTable(r: EvalReport): string {
   const counts = EVAL_VERDICTS.filter((v) => s[v])
     .map((v) => `${s[v]} ${v}`)
     .join(", ");
-  const tail = `${plural(s.candidates, "candidate")} on ${plural(r.inputs.length, "input")}: ${counts || "none in this run"}; ${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s, GPU runs ${r.seconds.run.toFixed(1)} s, ${plural(r.workers, "worker")})`;
+  // what ran: a build-only eval (or a merge of one) judged nothing, on no input, with no worker (nu14 #10)
+  const judged = r.records.some((x) => x.input !== BUILD_INPUT);
+  const where = judged ? ` on ${plural(r.inputs.length, "input")}` : "";
+  const times =
+    r.dir === null
+      ? "merged"
+      : `${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s${judged ? `, GPU runs ${r.seconds.run.toFixed(1)} s, ${plural(r.workers, "worker")}` : ""})`;
+  const tail = `${plural(s.candidates, "candidate")}${where}: ${counts || "none in this run"}; ${times}`;
   const notes = reasonNotes(r);
   return [line(head), ...rows.map(line), ...(notes.length ? ["why, in full:", ...notes] : []), tail].join("\n");
 }
