@@ -210,6 +210,10 @@ export const cacheOverride = (env?: Env) => readEnv("KERNCAP_CACHE", env);
 export const cudaLibOverride = (env?: Env) => readEnv("KERNCAP_CUDA_LIB", env);
 /** $KERNCAP_BUILD_TIMEOUT: the wall-clock limit of a reproducer's build.sh as set (seconds; checked by src/frontends/build.ts buildTimeout). */
 export const buildTimeoutSetting = (env?: Env) => readEnv("KERNCAP_BUILD_TIMEOUT", env);
+/** Set $KERNCAP_BUILD_TIMEOUT for this process and the builds it starts (eval --build-timeout S: seconds). */
+export function setBuildTimeout(seconds: number): void {
+  process.env.KERNCAP_BUILD_TIMEOUT = String(seconds);
+}
 /** $KERNCAP_SANDBOX=0: confined builds without the sandbox (src/frontends/sandbox.ts). */
 export const sandboxOff = (env?: Env) => readEnv("KERNCAP_SANDBOX", env) === "0";
 /** $KERNCAP_CUPTI_PATH: the libcupti to use (authoritative: src/native/libcupti-search.ts). */

@@ -8,6 +8,7 @@
  *
  * `--worker` is the eval's own: a GPU worker process, stdin/stdout its protocol (src/eval/worker.ts).
  */
+import { setBuildTimeout } from "../../env.ts";
 import { defineCommand } from "citty";
 import { availableParallelism } from "node:os";
 import { KerncapError } from "../../errors.ts";
@@ -288,7 +289,7 @@ export default defineCommand({
     } else {
       if (args.partial) throw new KerncapError("E_USAGE", "--partial applies to --merge only", { hint: "Add --merge FILE…, or leave --partial out." });
       // the builds (in this process, and build.sh's children) read the limit from the environment (src/frontends/build.ts buildTimeout)
-      if (args["build-timeout"] !== undefined) process.env.KERNCAP_BUILD_TIMEOUT = String(intArg("build-timeout", args["build-timeout"], 600, 1_000_000, 1));
+      if (args["build-timeout"] !== undefined) setBuildTimeout(intArg("build-timeout", args["build-timeout"], 600, 1_000_000, 1));
       if (args["build-only"] && args["require-gpu"])
         throw new KerncapError("E_USAGE", "--build-only judges nothing, so it needs no GPU: --require-gpu does not go with it", {
           hint: "Give one of them: --build-only to compile every candidate here, --require-gpu to judge them and stop at once where there is no GPU.",
