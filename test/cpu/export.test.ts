@@ -1017,7 +1017,7 @@ print(" ".join(got)); print(" ".join(plain))
     const broken = sh([PY!, join(out, "repro.py")]);
     writeFileSync(docFile, original);
     expect(broken.code).toBe(2);
-  });
+  }, 60_000); // about 20 runs of python3 (4.7 s on 2 cores, idle)
 
   test("a captured VA in the before state is reported, by the export and by the script", async () => {
     // region 0's first word holds the VA of region 1: the kernel may follow it
