@@ -92,7 +92,7 @@ export const ENV_VARS = {
     readers: ["kerncap"],
     setBy: "user",
     meaning:
-      "`1`: every capture counts as received, whoever's files they are and whatever machine they name (a CI job over a pull request's checkout, whose files are the runner user's whoever wrote them): a build runs only after --trust (--trust=DIGEST pinned in reviewed configuration), a CUDA build in the sandbox",
+      "`1` (or true, yes, on; 0, false, no, off or empty: off; any other value is refused, E_USAGE): every capture counts as received, whoever's files they are and whatever machine they name (a CI job over a pull request's checkout, whose files are the runner user's whoever wrote them): a build runs only after --trust (--trust=DIGEST pinned in reviewed configuration), a CUDA build in the sandbox",
   },
   KERNCAP_FORCE: {
     readers: ["Triton reproducer"],
@@ -213,6 +213,18 @@ export const buildTimeoutSetting = (env?: Env) => readEnv("KERNCAP_BUILD_TIMEOUT
 /** Set $KERNCAP_BUILD_TIMEOUT for this process and the builds it starts (eval --build-timeout S: seconds). */
 export function setBuildTimeout(seconds: number): void {
   process.env.KERNCAP_BUILD_TIMEOUT = String(seconds);
+}
+/**
+ * $KERNCAP_RECEIVED: on (1, true, yes, on: any case, spaces around), off (unset, empty, 0, false,
+ * no, off), or the value as given when it is neither (src/format/received.ts refuses it: adversary
+ * 31, a CI file's `KERNCAP_RECEIVED: true` was silently off).
+ */
+export function receivedSetting(env?: Env): { on: boolean } | { invalid: string } {
+  const raw = readEnv("KERNCAP_RECEIVED", env);
+  const v = (raw ?? "").trim().toLowerCase();
+  if (["", "0", "false", "no", "off"].includes(v)) return { on: false };
+  if (["1", "true", "yes", "on"].includes(v)) return { on: true };
+  return { invalid: raw ?? "" };
 }
 /** $KERNCAP_SANDBOX=0: confined builds without the sandbox (src/frontends/sandbox.ts). */
 export const sandboxOff = (env?: Env) => readEnv("KERNCAP_SANDBOX", env) === "0";

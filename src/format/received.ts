@@ -19,7 +19,9 @@ import { stateDir } from "./trust-records.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { sharedParentRisk } from "../cache.ts";
 import { log } from "../log.ts";
-import { readEnv } from "../env.ts";
+import { readEnv, receivedSetting } from "../env.ts";
+import { KerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 
 /** The file `kerncap unpack` writes into every folder it unpacks. */
 export { RECEIVED_MARK };
@@ -295,7 +297,17 @@ export function notMadeHere(
 export function receivedReasons(dir: string, m: Manifest, here = hostIdentity()): string[] {
   const why: string[] = [];
   // a CI job over a pull request's checkout: its files are the runner's and its manifest names the runner's machine, whoever wrote them (nu13 #5)
-  if (readEnv("KERNCAP_RECEIVED") === "1") why.push("KERNCAP_RECEIVED=1 is set: every capture counts as received");
+  const forced = receivedSetting();
+  if ("invalid" in forced)
+    throw new KerncapError(
+      "E_USAGE",
+      `KERNCAP_RECEIVED=${escapeForTerminal(JSON.stringify(forced.invalid), { oneLine: true })} is neither on (1, true, yes, on) nor off (0, false, no, off, empty)`,
+      {
+        hint: "Set KERNCAP_RECEIVED=1 to count every capture as received (a CI job over a pull request's checkout), or unset it.",
+      },
+    );
+  if (forced.on)
+    why.push(`KERNCAP_RECEIVED=${escapeForTerminal((readEnv("KERNCAP_RECEIVED") ?? "").trim(), { oneLine: true })} is set: every capture counts as received`);
   try {
     if (readInCapture(dir, RECEIVED_MARK, 1 << 16)) why.push("it was unpacked from an archive");
   } catch {

@@ -87,8 +87,21 @@ test("KERNCAP_RECEIVED=1: a capture made here by this user counts as received, s
     expect(receivedBecause(dir, m)).toBeUndefined();
     process.env.KERNCAP_RECEIVED = "1";
     expect(receivedBecause(dir, m)).toBe("KERNCAP_RECEIVED=1 is set: every capture counts as received");
-    process.env.KERNCAP_RECEIVED = "0";
-    expect(receivedBecause(dir, m)).toBeUndefined(); // only 1 turns it on
+    // the words a CI file writes turn it on too (adversary 31: `KERNCAP_RECEIVED: true` was silently off), the off words off
+    for (const on of ["true", "YES", " on ", "1"]) {
+      process.env.KERNCAP_RECEIVED = on;
+      expect(receivedBecause(dir, m), on).toContain(`KERNCAP_RECEIVED=${on.trim()} is set: every capture counts as received`);
+    }
+    for (const off of ["0", "false", "No", "off", ""]) {
+      process.env.KERNCAP_RECEIVED = off;
+      expect(receivedBecause(dir, m), off).toBeUndefined();
+    }
+    // anything else is refused, never taken for off
+    for (const bad of ["2", "enabled", "1 "]) {
+      process.env.KERNCAP_RECEIVED = bad;
+      if (bad === "1 ") expect(receivedBecause(dir, m)).toContain("KERNCAP_RECEIVED=1 is set");
+      else expect(() => receivedBecause(dir, m)).toThrow(/is neither on \(1, true, yes, on\) nor off/);
+    }
   } finally {
     if (saved === undefined) delete process.env.KERNCAP_RECEIVED;
     else process.env.KERNCAP_RECEIVED = saved;
