@@ -34,11 +34,11 @@ import { CheckRecord, recordProblem, statusOf, type Outcome, type TimeJudgement 
 import { lockResultsFolder, parseResults, PREVIOUS_RESULTS_FILE, ResultsLog, RESULTS_FILE } from "./results.ts";
 import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
 import type { CheckSettings } from "./runner.ts";
-import { shardOf, type Shard } from "./shard.ts";
+import { shardClaimAuth, shardOf, type Shard } from "./shard.ts";
 import { judgeTime } from "./timing.ts";
 import { warnSharedParent } from "../cache.ts";
 import { documentId } from "../format/documents.ts";
-import { keyForReading, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
+import { keyForReading, keyForWriting, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 import { checkSubject, staleWhy } from "../format/subject.ts";
 
 export const DEFAULT_RESULTS_DIR = "kerncap-check";
@@ -78,6 +78,19 @@ export interface CheckReport {
   seconds: number;
   /** --merge --partial: the shards ("K/N") the files lacked. */
   missingShards?: string[];
+  /** A sharded run's: the authenticator of its claim to be that shard of exactly these captures (shardClaimAuth), what --merge takes a document's shard from. */
+  shardAuth?: string;
+}
+
+/** `report` with its shard's claim authenticated (a sharded run's, where there is a key to write with). */
+function withShardAuth(report: CheckReport): CheckReport {
+  if (!report.shard) return report;
+  const auth = shardClaimAuth(
+    `${report.shard.index}/${report.shard.count}`,
+    report.captures.map((r) => r.id),
+    keyForWriting(),
+  );
+  return auth ? { ...report, shardAuth: auth } : report;
 }
 
 /** A judgement that makes no claim: the baseline's times and this run's were not taken alike (`reason` says how). */
@@ -210,7 +223,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
       seconds: 0,
     });
     if (o.junit) writeJunit(o.junit, report);
-    return report;
+    return withShardAuth(report);
   }
   // what each record's verdict is judged on (src/format/subject.ts), taken before any capture is checked
   const subjects = new Map(mine.map((c) => [c.id, checkSubject(c, o.settings)]));
@@ -269,7 +282,7 @@ async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir
   if (o.writeBaseline) writeRunBaseline(resolve(o.writeBaseline), run.baseline, records, log);
   const report = reportOfRun();
   if (o.junit) writeJunit(o.junit, report);
-  return report;
+  return withShardAuth(report);
 }
 
 /**

@@ -8,6 +8,7 @@ import { existsSync, realpathSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { shardClaimProblem } from "./shard.ts";
 import { assertMergeSize, INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
 import { log } from "../log.ts";
 import { warnSharedParent } from "../cache.ts";
@@ -71,6 +72,24 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string } {
     // no --shard says nothing more than its records do (a merge's document: shard null, its records each their shard's)
     const sh = doc?.shard as { index?: unknown; count?: unknown } | null | undefined;
     const shard = typeof sh?.index === "number" && typeof sh.count === "number" ? `${sh.index}/${sh.count}` : undefined;
+    // the claim is the run's own (shardAuth, under the results key), never a hand-written document's: an empty one
+    // would stand for a failing shard and hide its captures (adversary 31 #2)
+    if (shard !== undefined) {
+      const forged = shardClaimProblem(
+        shard,
+        r.output.map((x) => x.id),
+        (doc as { shardAuth?: unknown }).shardAuth,
+        keyForReading(path, MERGE_AUTH_HINT),
+      );
+      if (forged)
+        throw new KerncapError(
+          "E_RECORD_AUTH",
+          `${path}: its claim to be shard ${shard} of the run${r.output.length ? "" : ", holding no capture,"} is not authenticated: ${forged}`,
+          {
+            hint: MERGE_AUTH_HINT,
+          },
+        );
+    }
     return { records: r.output, ...(shard !== undefined ? { shard } : {}) };
   }
   const { records, truncated, validBytes } = parseResults(path, text, MERGE_AUTH_HINT);

@@ -5,6 +5,7 @@
  * are disjoint and together cover the corpus; each holds about 1/N of it (a hash's share).
  */
 import { KerncapError } from "../errors.ts";
+import { recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 
 export interface Shard {
   /** 0-based: 0 … count-1 (SLURM_ARRAY_TASK_ID of `--array=0-(N-1)`). */
@@ -28,4 +29,22 @@ export function parseShard(text: string): Shard {
 export function shardOf(id: string, count: number): number {
   const h = new Bun.CryptoHasher("sha256").update(id).digest();
   return h.readUIntBE(0, 6) % count;
+}
+
+/** The document id the authenticator of a shard's claim covers (shardClaimAuth). */
+const SHARD_CLAIM = "kerncap.check-shard/1";
+
+/**
+ * The authenticator of a sharded check's --json document's claim: it was shard "K/N" and checked
+ * exactly the captures `ids` (none, for a shard that held none). Without it, a document written by
+ * hand could stand for any shard, an empty one hiding a failing shard's captures from --merge
+ * (adversary 31 #2). undefined where there is no key to write with.
+ */
+export function shardClaimAuth(shard: string, ids: readonly string[], key: ResultsKey | undefined): string | undefined {
+  return sealRecord(SHARD_CLAIM, { shard, ids: [...ids].sort() }, key).auth;
+}
+
+/** Why a document's claim to be shard "K/N" of the captures `ids` is not authenticated under `key` (a phrase), or undefined when it is. */
+export function shardClaimProblem(shard: string, ids: readonly string[], auth: unknown, key: ResultsKey): string | undefined {
+  return recordAuthProblem(SHARD_CLAIM, { shard, ids: [...ids].sort(), auth }, key);
 }

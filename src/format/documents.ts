@@ -442,6 +442,8 @@ export const DOCUMENTS = {
     seconds: v.number(),
     /** --merge --partial: the shards ("K/N") whose results files were not given (each an error in the JUnit); absent otherwise. */
     missingShards: v.optional(v.array(v.string())),
+    /** A sharded run's: the authenticator of its claim to be that shard of exactly these captures, which --merge checks before it takes the document's shard. */
+    shardAuth: v.optional(v.string()),
   }),
   "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
   eval: v.object({

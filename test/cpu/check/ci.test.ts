@@ -444,4 +444,19 @@ test("--merge of --json documents: a shard that held no capture counts by its do
   const merged = join(tempDir(), "merged.json");
   writeFileSync(merged, JSON.stringify({ schema: "kerncap.check/1", ...m }));
   expect(mergeResults([merged], { slowerPct: 10, partial: true }).captures.length).toBe(1);
+  // a document's shard is taken only from the run's own authenticated claim (adversary 31 #2: a hand-written empty
+  // shard stood for the failing one, exit 0): the claim of another shard, of fewer captures, or none, refused
+  const real = JSON.parse(readFileSync(docs.find((f) => JSON.parse(readFileSync(f, "utf8")).captures.length)!, "utf8"));
+  const empty = JSON.parse(readFileSync(docs.find((f) => !JSON.parse(readFileSync(f, "utf8")).captures.length)!, "utf8"));
+  const forgeries: [string, object][] = [
+    ["no authenticator", { ...empty, shardAuth: undefined }],
+    ["another shard's authenticator", { ...empty, shard: real.shard, shardAuth: empty.shardAuth }],
+    ["its captures left out", { ...real, captures: [], summary: { ...real.summary, captures: 0 } }],
+    ["a one-shard run's claim made up", { ...empty, shard: { index: 0, count: 1 } }],
+  ];
+  for (const [what, doc] of forgeries) {
+    const f = join(tempDir(), "forged.json");
+    writeFileSync(f, JSON.stringify(doc));
+    expect(() => mergeResults([f, ...docs.filter((d) => d !== f)], { slowerPct: 10 }), what).toThrow(/is not authenticated/);
+  }
 }, 60_000);
