@@ -56,6 +56,12 @@ export interface RecordKind<R> {
   hint: string;
   /** The hint of a record --resume refuses for its authenticator (recordAuthHint). */
   resumeAuthHint: string;
+  /**
+   * The schema of the file's shard markers ({shard: "K/N"}, authenticated as records are): the line
+   * a sharded run given nothing writes, so that --merge knows that shard ran (eval's); none: no line
+   * of another schema is taken.
+   */
+  marker?: string;
 }
 
 export const CHECK_RECORDS: RecordKind<CheckRecord> = {
@@ -85,11 +91,17 @@ export function parseResults(path: string, text: string, authHint = CHECK_RECORD
  *   E_RECORD_AUTH naming the line of a record without a valid authenticator, or (before the first
  *   record) when there is no results key to verify with; E_USAGE (a weak KERNCAP_RESULTS_KEY)
  */
-export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>, authHint: string): { records: R[]; validBytes: number; truncated: boolean } {
+export function parseRecords<R>(
+  path: string,
+  text: string,
+  kind: RecordKind<R>,
+  authHint: string,
+): { records: R[]; validBytes: number; truncated: boolean; markers: string[] } {
   const damaged = (line: number, why: string) => new KerncapError("E_RESULTS", `${path}, line ${line}: ${why}`, { hint: kind.hint });
   // no key, no record taken (a file of none needs none)
   const key = text.length ? keyForReading(path, authHint) : undefined;
   const records: R[] = [];
+  const markers: string[] = []; // the shards ("K/N") of kind.marker lines
   let pos = 0;
   let line = 0;
   while (pos < text.length) {
@@ -98,9 +110,15 @@ export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>,
     const last = nl < 0;
     const body = text.slice(pos, last ? text.length : nl);
     let rec: R | undefined;
+    let marker: string | undefined;
     try {
       const json = JSON.parse(body);
-      if (json?.schema !== kind.schema)
+      if (kind.marker && json?.schema === kind.marker) {
+        const forged = recordAuthProblem(kind.marker, json, key!);
+        if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, line ${line}: ${forged}`, { hint: authHint });
+        if (typeof json.shard !== "string" || !/^\d+\/\d+$/.test(json.shard)) throw new Error("a shard marker whose shard is not K/N");
+        marker = json.shard;
+      } else if (json?.schema !== kind.schema)
         // a line without the field is said so (nu10 #18f: "schema undefined is not …")
         throw new Error(
           json === null || typeof json !== "object" || Array.isArray(json)
@@ -110,29 +128,32 @@ export function parseRecords<R>(path: string, text: string, kind: RecordKind<R>,
               : `schema ${JSON.stringify(json.schema)} is not ${kind.schema}`,
         );
       // who wrote it, before what it says: a made-up record may hold any numbers a run could give
-      const forged = recordAuthProblem(kind.schema, json, key!);
-      if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, line ${line}: ${forged}`, { hint: authHint });
-      const r = v.safeParse(kind.record, json);
-      if (!r.success) throw new Error(`${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`);
-      const problem = kind.problem?.(r.output);
-      if (problem) throw new Error(problem);
-      rec = r.output;
+      if (marker === undefined) {
+        const forged = recordAuthProblem(kind.schema, json, key!);
+        if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, line ${line}: ${forged}`, { hint: authHint });
+        const r = v.safeParse(kind.record, json);
+        if (!r.success) throw new Error(`${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`);
+        const problem = kind.problem?.(r.output);
+        if (problem) throw new Error(problem);
+        rec = r.output;
+      }
     } catch (e) {
       // the line a kill cut short has no newline after it (each record and its newline are one write), and begins as every
       // record RecordLog writes does; a whole line that is no record is an error, never dropped, and so is a last line that
       // does not begin so (a one-line file of something else given as --jsonl was taken for a cut record and overwritten)
-      if (last && cutRecord(body, kind.schema)) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
+      if (last && cutRecord(body, kind.schema)) return { records, markers, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
       if (e instanceof KerncapError) throw e;
       throw damaged(
         line,
         last ? `${(e as Error).message}; and it does not begin as a ${kind.schema} record that a kill cut short would` : (e as Error).message,
       );
     }
-    if (last) return { records, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again
-    records.push(rec as R);
+    if (last) return { records, markers, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again
+    if (marker !== undefined) markers.push(marker);
+    else records.push(rec as R);
     pos = nl + 1;
   }
-  return { records, validBytes: Buffer.byteLength(text), truncated: false };
+  return { records, markers, validBytes: Buffer.byteLength(text), truncated: false };
 }
 
 /** Whether `body` (a last line without its newline) is the start of a line RecordLog writes for `schema`: `{"schema":"<schema>",…` or any beginning of it. */
@@ -196,6 +217,13 @@ export class RecordLog<R extends object> {
     }
     if (o.previous !== undefined && refuseLink(path, kind.what)) renameSync(path, o.previous);
     return { log: new this(path, append(), kind.schema, key), kept: [], truncated: false, earlier: 0 };
+  }
+
+  /** Append a shard marker (RecordKind.marker's schema `schema`: this run was shard "K/N") with its authenticator, and fsync it. */
+  mark(schema: string, shard: string): void {
+    const body = { shard, at: new Date().toISOString() };
+    writeSync(this.fd, JSON.stringify({ schema, ...sealRecord(schema, body, this.key) }) + "\n");
+    fsyncSync(this.fd);
   }
 
   /** Append one record with its authenticator (sealRecord) and fsync it. @returns the record as written (with `auth`, where there is a key) */

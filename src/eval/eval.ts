@@ -41,7 +41,7 @@ import { frontendOf } from "../frontends/index.ts";
 import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts";
-import { BUILD_INPUT, EVAL_RECORDS, recordKey, refuseSharedRecords, reportOf, type EvalReport } from "./report.ts";
+import { BUILD_INPUT, EVAL_RECORDS, EVAL_SHARD_MARKER, recordKey, refuseSharedRecords, reportOf, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
 
 /** The watchdog's floor (s): no bound is shorter, however short the captured kernel. */
@@ -201,6 +201,8 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${all.length} candidates`);
   const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;
   const { results, kept, pending, subjects } = openResults(o, mine, inputs, shard);
+  // a shard given no candidate: its file says that it ran (--merge counts the shard), as no record can
+  if (shard && !mine.length) results?.mark(EVAL_SHARD_MARKER, shard);
   // every build makes its private folders in TMPDIR: one that kerncap refuses is said once, before any, as validate says it
   // (not as each candidate's error, with a --resume that cannot help)
   if (pending.length) {

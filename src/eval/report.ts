@@ -135,6 +135,9 @@ export function evalRecordProblem(r: EvalRecord): string | undefined {
   return undefined;
 }
 
+/** The schema of the line a sharded eval given no candidate writes in its --jsonl file ({shard, at, auth}): that shard ran (--merge). */
+export const EVAL_SHARD_MARKER = "kerncap.eval-shard/1";
+
 export const EVAL_RECORDS: RecordKind<EvalRecord> = {
   schema: documentId("eval-record"),
   record: EvalRecord,
@@ -142,6 +145,7 @@ export const EVAL_RECORDS: RecordKind<EvalRecord> = {
   what: "the eval's results file",
   hint: "The results file was altered or is not kerncap eval's; give another --jsonl file, or remove it to evaluate every candidate again.",
   resumeAuthHint: recordAuthHint("resume", "Nothing was evaluated.", "run without --resume to evaluate every candidate again, or write another --jsonl file"),
+  marker: EVAL_SHARD_MARKER,
 };
 
 /** A name or message on one line of a terminal (src/escape.ts: a candidate's name and a compiler's message are untrusted text). */
@@ -449,7 +453,6 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
   const fileOf = new Map<string, string>();
   // each run's share as its records say it ("K/N"; null: a run without --shard), with the files saying it (missingShards)
   const shards = new Map<string | null, Set<string>>();
-  const emptyFiles: string[] = [];
   let inputs = new Set<string>();
   assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
@@ -461,9 +464,14 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
     warnSharedParent(path, "eval --merge");
     // and the file read itself (its fd's owner and mode): no file swapped in after the check above
     const text = readInputFile(path, "eval results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, what));
-    const { records } = parseRecords(path, text, EVAL_RECORDS, MERGE_AUTH_HINT);
-    // a shard given no candidate writes an empty file, as does one killed before its first record: counted below, said
-    if (!records.length) emptyFiles.push(path);
+    const { records, markers } = parseRecords(path, text, EVAL_RECORDS, MERGE_AUTH_HINT);
+    // a shard given no candidate writes its authenticated marker (EVAL_SHARD_MARKER); an empty file is one stopped before its first line
+    for (const k of markers) {
+      if (!shards.has(k)) shards.set(k, new Set());
+      shards.get(k)!.add(path);
+    }
+    if (!records.length && !markers.length)
+      log.warn(`${path} holds no eval record (a shard stopped before its first: run that one again with --resume): left out of the merge`);
     const mine = new Map<string, EvalRecord>();
     for (const r of records) {
       mine.set(recordKey(r.candidate, r.input), r); // one file's later record of a pair wins (--resume appends)
@@ -487,22 +495,15 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
     }
   }
   // every shard 0..N-1 of one run (check --merge's rule: a CI gate must not pass on half the candidates, nu14 #1); a shard
-  // given no candidate (a share by identity can be empty) writes an empty file, which cannot say its shard: as many shards
-  // as such files are taken for theirs, said
-  let missing = missingShards(shards);
-  if (missing.length && emptyFiles.length >= missing.length) {
-    log.warn(
-      `${missing.length === 1 ? "shard" : "shards"} ${missing.join(", ")} held no record: taken for ${emptyFiles.length === 1 ? "the empty file" : "the empty files"} ${emptyFiles.join(", ")} (a shard given no candidate; one stopped before its first record would look the same)`,
-    );
-    missing = [];
-  }
+  // given no candidate says so by its authenticated marker line, never by an empty file (adversary 31 #2, check's)
+  const missing = missingShards(shards);
   const which = `${missing.length === 1 ? "shard" : "shards"} ${missing.join(", ")}`;
   if (missing.length && !o.partial)
     throw new KerncapError(
       "E_RESULTS",
       `the results files lack ${which} of the eval: a merge without ${missing.length === 1 ? "it" : "them"} would rank fewer candidates`,
       {
-        hint: "Nothing was merged. Give every shard's --jsonl file (a shard given no candidate writes an empty one: give it too), or merge what is there with --partial (exit 2, the missing shards in missingShards).",
+        hint: "Nothing was merged. Give every shard's --jsonl file (a shard given no candidate writes one line that says so: give it too), or merge what is there with --partial (exit 2, the missing shards in missingShards).",
       },
     );
   if (missing.length) log.warn(`merged without ${which} (--partial): ${missing.length === 1 ? "its" : "their"} candidates are not in this report`);

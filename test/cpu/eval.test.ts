@@ -819,6 +819,8 @@ describe("--resume, --shard, --merge", () => {
     const d = tempDir();
     const outs = [0, 1, 2].map((k) => join(d, `shard-${k}.jsonl`));
     const labels: string[] = [];
+    // a shard's file with records (a shard given no candidate holds its marker line only)
+    const withRecords = (f: string) => existsSync(f) && readFileSync(f, "utf8").includes('"kerncap.eval-record/1"');
     for (const [k, f] of outs.entries()) {
       const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl: f, shard: { index: k, count: 3 } })));
       labels.push(...r.candidates.map((c) => c.label));
@@ -827,20 +829,34 @@ describe("--resume, --shard, --merge", () => {
     const merged = mergeEval(outs.filter((f) => existsSync(f)));
     expect(merged.candidates.map((c) => c.label)).toEqual(["s8.cu", "s7.cu", "s6.cu", "s5.cu", "s4.cu", "s3.cu", "s2.cu", "s1.cu", "s0.cu"]);
     // every shard of the eval, or --partial (nu14 #1: two of three shards merged, exit 0)
-    const two = outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length).slice(0, 2);
+    const two = outs.filter((f) => withRecords(f)).slice(0, 2);
     expect(() => mergeEval(two)).toThrow(/the results files lack shards? \d\/3(, \d\/3)? of the eval/);
     const part = await quiet(async () => mergeEval(two, { partial: true }));
     expect(part.value.missingShards!.length).toBeGreaterThanOrEqual(1);
     expect(part.value.exitCode).toBe(2);
     expect(part.err).toMatch(/\(--partial\): (its|their) candidates are not in this report/);
-    // a shard given no candidate leaves an empty file: merged with the others, said (a new user's array job was refused)
+    // an empty file (a shard stopped before its first line) beside every shard's: merged, said
     const empty = join(d, "shard-empty.jsonl");
     writeFileSync(empty, "");
-    const withEmpty = await quiet(async () => mergeEval([...outs.filter((f) => existsSync(f) && readFileSync(f, "utf8").length), empty]));
+    const withEmpty = await quiet(async () => mergeEval([...outs.filter((f) => existsSync(f)), empty]));
     expect(withEmpty.value.candidates).toHaveLength(9);
-    expect(withEmpty.err).toContain("held no record: taken for the empty file");
+    expect(withEmpty.err).toContain("holds no eval record (a shard stopped before its first");
+    // a shard given no candidate wrote its authenticated marker line; an empty file stands for no shard (adversary 31 #2)
+    const marked = outs.find((f) => existsSync(f) && !readFileSync(f, "utf8").includes('"kerncap.eval-record/1"'));
+    if (marked) {
+      expect(JSON.parse(readFileSync(marked, "utf8").trim())).toMatchObject({ schema: "kerncap.eval-shard/1", auth: expect.stringMatching(/^hmac-sha256:/) });
+      const others = outs.filter((f) => f !== marked);
+      expect(() => mergeEval([...others, empty])).toThrow(/the results files lack shard/);
+      // a marker made up (no authenticator) is refused
+      const made = join(d, "made-up.jsonl");
+      writeFileSync(
+        made,
+        `${JSON.stringify({ schema: "kerncap.eval-shard/1", shard: readFileSync(marked, "utf8").match(/"shard":"(\d+\/3)"/)![1], at: "x" })}\n`,
+      );
+      expect(() => mergeEval([...others, made])).toThrow(/carries no authenticator/);
+    }
     // one shard's file given twice (or a copy): the same candidate and input in two files, refused naming both (trial 19: argument order chose the verdict)
-    const one = outs.find((f) => existsSync(f) && readFileSync(f, "utf8").length)!;
+    const one = outs.find((f) => withRecords(f))!;
     const copy = join(d, "copy.jsonl");
     writeFileSync(copy, readFileSync(one));
     expect(() => mergeEval([one, copy])).toThrow(`${copy} and ${one} both hold candidate`);
@@ -854,7 +870,7 @@ describe("--resume, --shard, --merge", () => {
       `${team} is writable by other users (mode 0777) and not sticky: another user could have put another of your files at this name`,
     );
     // a match without the numerics, device and worker of a run is no record of a judgement (a trial's forged one was ranked)
-    const real = readFileSync(outs.find((f) => existsSync(f) && readFileSync(f, "utf8").length)!, "utf8")
+    const real = readFileSync(outs.find((f) => withRecords(f))!, "utf8")
       .trim()
       .split("\n")[0]!;
     const forged = join(d, "forged.jsonl");
@@ -864,7 +880,7 @@ describe("--resume, --shard, --merge", () => {
     // a shard file others can write is not ranked (a trial's forged match was)
     chmodSync(empty, 0o666);
     expect(() => mergeEval([empty])).toThrow(/can be written by others \(mode 666\): eval --merge would rank its records as judged/);
-    const used = outs.find((f) => readFileSync(f, "utf8").length)!;
+    const used = outs.find((f) => withRecords(f))!;
     expect(runEval(options([cap], files, { jsonl: used, resume: true }))).rejects.toThrow(/holds an eval of --shard/);
     expect(runEval(options([cap], files, { resume: true }))).rejects.toThrow(/--resume continues the results file of --jsonl/);
   });
