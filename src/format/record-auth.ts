@@ -75,7 +75,8 @@ export function envKey(env: Env = process.env): ResultsKey | undefined {
  * Why a key's bytes follow a pattern no random key of that length shows (a phrase), or undefined:
  * a few hex digits repeated (fewer than 6 distinct), a 4-byte run that comes back, bytes that count
  * up or down by one step, every byte's two digits alike (`00112233…`), fewer distinct bytes than
- * half of them. Each is met by a random 16-byte key with a chance below 1e-6. A trial's keys
+ * half of them, every byte a printable character (a passphrase in hex). Each is met by a random
+ * 16-byte key with a chance below 1e-6. A trial's keys
  * `0123456789abcdef` twice, `0102…0f10` and `00112233…eeff` passed the digit count alone.
  */
 export function patterned(b: Buffer): string | undefined {
@@ -92,6 +93,9 @@ export function patterned(b: Buffer): string | undefined {
   if (steps.size === 1) return "counts up or down by one step, as no random key does";
   if ([...b].every((x) => x >> 4 === (x & 15))) return "doubles every digit, as no random key does";
   if (new Set(b).size < b.length / 2) return "repeats its bytes, as no random key does";
+  // text in hex (xxd -p of a passphrase: adversary 31 #4 guessed one offline from a results file): every byte printable,
+  // as a random 16-byte key is with a chance of (98/256)^16, about 2e-7
+  if ([...b].every((x) => (x >= 0x20 && x < 0x7f) || x === 9 || x === 10 || x === 13)) return "is text written in hex (a passphrase), as no random key is";
   return undefined;
 }
 
