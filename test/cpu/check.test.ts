@@ -33,7 +33,18 @@ import { reproducerBuildEnv } from "../../src/env.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture } from "../../src/format/archive.ts";
 import { markReceived } from "../../src/format/received.ts";
-import { checkOptions, fakeOutcome, makeCapture, recordLine as sealedLine, sealedText, stockBuildSh, tempDir, thrownBy, withResultsKey } from "./fixtures.ts";
+import {
+  checkOptions,
+  fakeOutcome,
+  makeCapture,
+  recordLine as sealedLine,
+  sealedText,
+  stockBuildSh,
+  tempDir,
+  thrownBy,
+  withResultsKey,
+  stderrOf,
+} from "./fixtures.ts";
 import { keyId } from "../../src/format/record-auth.ts";
 import { writeDemo } from "../../src/capture/demo.ts";
 
@@ -75,19 +86,6 @@ function fakeWorkers(f: (t: CaptureRef, n: number) => Outcome | Promise<Outcome>
 }
 
 const options = checkOptions;
-
-/** stderr written during fn, and fn's result. */
-async function stderrOf<T>(fn: () => Promise<T>): Promise<{ err: string; value: T }> {
-  let err = "";
-  const orig = process.stderr.write.bind(process.stderr);
-  process.stderr.write = ((s: string | Uint8Array) => ((err += typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
-  try {
-    const value = await fn();
-    return { err, value };
-  } finally {
-    process.stderr.write = orig;
-  }
-}
 
 describe("discovery", () => {
   test("nested folders, a packed archive; junk, temps and a link loop passed over; identities from the root's name", async () => {

@@ -33,6 +33,7 @@ import {
   thrownBy,
   trustDigest,
   withResultsKey,
+  stderrOf,
 } from "./fixtures.ts";
 import { markReceived } from "../../src/format/received.ts";
 import { runCommand } from "citty";
@@ -41,6 +42,8 @@ import { keyId } from "../../src/format/record-auth.ts";
 import { fakeBuild, fakeEvalOptions, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { TOOLS } from "../../src/mcp/tools.ts";
+/** The progress lines an eval writes, kept off the test's output (stderrOf). */
+const quiet = stderrOf;
 
 /** A capture with a reproducer source (src/kernel.cu, src/util.h) and the given build.sh. */
 async function captureWithSource(buildSh = "#!/usr/bin/env bash\nexit 1\n"): Promise<string> {
@@ -112,19 +115,6 @@ function inProcess(delay: (t: EvalTask) => number = () => 5) {
 /** fakeEvalOptions with two build jobs and the in-process workers above. */
 function options(dirs: string[], candidates: EvalOptions["candidates"], o: Partial<EvalOptions> = {}): EvalOptions {
   return fakeEvalOptions(dirs, candidates, { jobs: 2, open: inProcess().open, ...o });
-}
-
-/** stderr written during fn (the progress lines), and fn's result. */
-async function quiet<T>(fn: () => Promise<T>): Promise<{ err: string; value: T }> {
-  let err = "";
-  const orig = process.stderr.write.bind(process.stderr);
-  process.stderr.write = ((s: string | Uint8Array) => ((err += typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
-  try {
-    const value = await fn();
-    return { err, value };
-  } finally {
-    process.stderr.write = orig;
-  }
 }
 
 function running(pid: number): boolean {

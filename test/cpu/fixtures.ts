@@ -423,3 +423,16 @@ export function unlistedKeys(schema: any, doc: unknown, at = ""): string[] {
   }
   return out;
 }
+
+/** stderr (and the log lines) written during `fn`, and `fn`'s result: what a verb said beside what it returned. */
+export async function stderrOf<T>(fn: () => Promise<T> | T): Promise<{ err: string; value: T }> {
+  let err = "";
+  const orig = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((s: string | Uint8Array) => ((err += typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
+  try {
+    const value = await fn();
+    return { err, value };
+  } finally {
+    process.stderr.write = orig;
+  }
+}

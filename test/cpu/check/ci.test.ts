@@ -22,7 +22,7 @@ import type { CheckSettings } from "../../../src/check/runner.ts";
 
 const HAS_GPU = existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0");
 const SETTINGS: CheckSettings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
-import { checkOptions, fakeOutcome, makeCapture, stockBuildSh, tempDir, thrownBy } from "../fixtures.ts";
+import { checkOptions, fakeOutcome, makeCapture, stockBuildSh, tempDir, thrownBy, stderrOf } from "../fixtures.ts";
 import { markReceived } from "../../../src/format/received.ts";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { requireTrustedBuild } from "../../../src/ops/gates.ts";
@@ -37,19 +37,6 @@ async function corpus(n: number): Promise<string> {
   const root = join(tempDir(), "corpus");
   for (let i = 0; i < n; i++) await makeCapture(join(root, `c${i}`));
   return root;
-}
-
-/** stderr (and log lines) written during fn, and fn's result. */
-async function stderrOf<T>(fn: () => Promise<T> | T): Promise<{ err: string; value: T }> {
-  let err = "";
-  const orig = process.stderr.write.bind(process.stderr);
-  process.stderr.write = ((s: string | Uint8Array) => ((err += typeof s === "string" ? s : new TextDecoder().decode(s)), true)) as typeof process.stderr.write;
-  try {
-    const value = await fn();
-    return { err, value };
-  } finally {
-    process.stderr.write = orig;
-  }
 }
 
 /** The results files of shards 0 … n-1 of `root`, each in its own folder; every shard holds a capture. */
