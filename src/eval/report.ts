@@ -247,7 +247,7 @@ export function summarize(records: EvalRecord[]): CandidateSummary[] {
   const out: CandidateSummary[] = [];
   for (const [candidate, rs] of by) {
     const worst = VERDICT_ORDER.find((v) => rs.some((r) => r.verdict === v))!;
-    const bad = rs.find((r) => r.verdict === worst && worst !== "match");
+    const bad = rs.find((r) => r.verdict === worst && worst !== "match" && worst !== "built"); // a built candidate has no reason, as its record (nu14 #10)
     const sp = worst === "match" ? meanSpeedup(rs.map((r) => r.timing?.speedup)) : undefined;
     const withBuild = rs.find((r) => r.build.registers !== null) ?? rs[0]!;
     out.push({
