@@ -51,6 +51,7 @@ export type EvaluateIn = {
   requireGpu?: boolean;
   buildOnly?: boolean;
   timeout?: number;
+  buildTimeout?: number;
 };
 export type ToleranceIn = { iters?: number; atol?: number; rtol?: number; dtype?: string; multiset?: string[] };
 export type RunIn = {

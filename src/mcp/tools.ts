@@ -392,6 +392,10 @@ export const TOOLS = {
         "The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner (default 10)",
         86_400,
       ),
+      buildTimeout: Bounded(
+        "Each candidate's build is killed past this many seconds: a compile-error with build.timedOut (default and most: 600, a confined build's own limit, which an agent may only lower)",
+        600,
+      ),
     }),
     argv: (a: EvaluateIn) => [
       "eval",
@@ -412,6 +416,7 @@ export const TOOLS = {
       ...runArgv(a),
       ...(a.allowVersionMismatch ? ["--allow-version-mismatch"] : []),
       ...(a.timeout !== undefined ? ["--timeout", String(a.timeout)] : []),
+      ...(a.buildTimeout !== undefined ? ["--build-timeout", String(a.buildTimeout)] : []),
     ],
   },
   read_file: {

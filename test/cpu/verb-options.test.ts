@@ -122,6 +122,15 @@ describe("eval: --flush-l2 (and --dtype REGION=T) reach the GPU worker's compare
     expect(evalSettings(parsedArgs, argv.slice(1))).toMatchObject({ runs: 4, verify: false });
     expect(parsedArgs["allow-version-mismatch"]).toBe(true);
   });
+
+  test("MCP's evaluate takes buildTimeout as --build-timeout, at most a confined build's own 600 s (an agent may only lower it)", async () => {
+    const a = { dir: "cap", candidates: [{ name: "c", patch: "x" }], buildTimeout: 30 };
+    expect(v.safeParse(TOOLS.evaluate.input, a).success).toBe(true);
+    const argv = TOOLS.evaluate.argv(a);
+    expect(argv).toEqual(expect.arrayContaining(["--build-timeout", "30"]));
+    expect((await parsed(evalCmd, argv.slice(1)))["build-timeout"]).toBe("30");
+    expect(v.safeParse(TOOLS.evaluate.input, { ...a, buildTimeout: 601 }).success).toBe(false);
+  });
 });
 
 describe("check: --flush-l2 reaches each capture's replay in the worker", () => {
