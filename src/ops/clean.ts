@@ -6,18 +6,20 @@
  * reproducer (src/, build.sh, …) and the judging settings are never touched.
  *
  * Each folder is taken without following a link (a link at `build` is removed as a link, its target
- * left), and nothing is removed while an eval holds a lock in `build/eval/` (its builds would lose
+ * left; a `build` that is a link holds no `build/eval` of the capture's), moved into a private
+ * holder and removed there (cleanPart), and nothing is removed while an eval holds a lock in `build/eval/` (its builds would lose
  * their folder): the whole command refuses before removing anything.
  */
-import { lstatSync, readdirSync, renameSync, rmSync, type Stats } from "node:fs";
+import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, renameSync, type Stats } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
-import { KerncapError } from "../errors.ts";
+import { basename, dirname, join } from "node:path";
+import { KerncapError, systemError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { captureSetMember, treeEntries } from "../format/paths.ts";
 import { EVAL_LOCK, EVAL_WORK_DIR } from "../eval/copies.ts";
 import { pidAlive } from "../leftovers.ts";
+import { fdPath, makePrivateTemp } from "../util/write-file.ts";
 
 /** What `clean` removes of one capture: `build`, `build/eval`, `profile` (relative to the capture folder). */
 export type CleanPart = "build" | "build/eval" | "profile";
@@ -100,9 +102,11 @@ function liveEvals(dir: string): number[] {
 
 /**
  * Remove (or, dryRun, measure) the parts of each capture in `dirs` (absolute capture folders,
- * cleanTargets'). A part is moved aside first (a rename inside the capture folder, so that a
- * concurrent build makes a fresh folder rather than writing into one being removed), then removed
- * without following links.
+ * cleanTargets'). A part's parent folder is opened without following a link (a `build` that is a
+ * link holds no `build/eval` of the capture's) and held; the part is moved, in one rename through
+ * that fd, into a private 0700 holder beside it (./util/write-file.ts makePrivateTemp) and removed
+ * there: never by a name another user who may write the capture folder could swap meanwhile
+ * (src/util/replace-folder.ts, for the same reason).
  * @returns one entry per capture, in order; a capture with nothing to remove has `removed` empty
  * @throws KerncapError E_BUSY (exit 2) when an eval is running on one of them (its lock in build/eval): nothing removed
  */
@@ -120,15 +124,49 @@ export function cleanCaptures(dirs: readonly string[], o: CleanOptions = {}): Cl
   return dirs.map((dir) => {
     const removed: CleanedPart[] = [];
     for (const path of parts) {
-      const size = partSize(dir, path);
-      if (!size) continue;
-      removed.push({ path, bytes: size.bytes, files: size.files });
-      if (o.dryRun) continue;
-      // moved aside beside it under a temporary's name (isCaptureTemp: a watch, eval's copies and pack pass it over), then removed
-      const aside = join(dir, `${path}.tmp-${process.pid}-${randomBytes(6).toString("hex")}`);
-      renameSync(join(dir, path), aside);
-      rmSync(aside, { recursive: true, force: true });
+      const done = cleanPart(dir, path, Boolean(o.dryRun));
+      if (done) removed.push(done);
     }
     return { dir, removed, bytes: removed.reduce((a, r) => a + r.bytes, 0) };
   });
+}
+
+/** One part of one capture (cleanCaptures): its size, and unless dryRun its removal; undefined where it is not there (or its parent is a link). */
+function cleanPart(dir: string, path: CleanPart, dryRun: boolean): CleanedPart | undefined {
+  const parent = dirname(path) === "." ? dir : join(dir, dirname(path));
+  let parentFd: number;
+  try {
+    parentFd = openSync(parent, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch {
+    return undefined; // no build/, or a build that is no folder of the capture's: nothing of it to remove
+  }
+  try {
+    const name = basename(path);
+    if (dryRun) {
+      const size = partSize(fdPath(parentFd), name);
+      return size && { path, bytes: size.bytes, files: size.files };
+    }
+    if (!lstatSync(fdPath(parentFd, name), { throwIfNoEntry: false })) return undefined;
+    try {
+      accessSync(fdPath(parentFd), constants.W_OK);
+    } catch {
+      throw new KerncapError("E_IO", `cannot remove ${join(dir, path)}: you may not write ${parent}`, {
+        hint: "Clean a capture of your own, or ask its owner to (kerncap clean DIR).",
+      });
+    }
+    const holder = makePrivateTemp(fdPath(parentFd, `${name}.tmp-${process.pid}-${randomBytes(6).toString("hex")}`));
+    try {
+      try {
+        renameSync(fdPath(parentFd, name), join(holder.at, "old"));
+      } catch (e) {
+        throw systemError(Object.assign(e as object, { path: join(dir, path) })) ?? e; // EACCES …: said with its path
+      }
+      const size = partSize(holder.at, "old");
+      return { path, bytes: size?.bytes ?? 0, files: size?.files ?? 0 };
+    } finally {
+      holder.dispose(); // the part, through the holder's fd
+    }
+  } finally {
+    closeSync(parentFd);
+  }
 }

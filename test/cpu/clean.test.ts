@@ -95,6 +95,12 @@ test("no link is followed: a link inside build/ and a build/ that is a link are 
   const { rmSync } = await import("node:fs");
   rmSync(join(dir2, "build"), { recursive: true });
   symlinkSync(outside, join(dir2, "build"));
+  // --eval where build is that link: build/eval is the outside folder's eval/, never the capture's: left, nothing removed
+  mkdirSync(join(outside, "eval"));
+  writeFileSync(join(outside, "eval/kept"), "x");
+  expect(cleanCaptures(cleanTargets([dir2]), { eval: true })[0]!.removed).toEqual([]);
+  expect(cleanCaptures(cleanTargets([dir2]), { eval: true, dryRun: true })[0]!.removed).toEqual([]);
+  expect(readFileSync(join(outside, "eval/kept"), "utf8")).toBe("x");
   const [c2] = cleanCaptures(cleanTargets([dir2]));
   expect(c2!.removed).toEqual([{ path: "build", bytes: 0, files: 0 }]);
   expect(existsSync(join(dir2, "build"))).toBe(false);
