@@ -5,8 +5,8 @@
 # NVTX range on test/apps/nvtx_ranges.cu), its command and real output (stdout and stderr, long
 # outputs shortened in the middle) written as Markdown with the date, the commit, the GPU and the
 # toolkit. Run it on the GPU node, then commit what it wrote as docs/walkthrough.md.
-# The binary: .carry/kerncap.xz unpacked to dist/kerncap (as scripts/gpu-test.sh does), else
-# $KERNCAP_BIN, else dist/kerncap. The commit: $KERNCAP_COMMIT, else `git rev-parse` where .git
+# The binary: $KERNCAP_BIN, else .carry/kerncap.xz unpacked to dist/kerncap (as scripts/gpu-test.sh
+# does), else dist/kerncap. The commit: $KERNCAP_COMMIT, else `git rev-parse` where .git
 # is, else "not recorded". Writes $OUT/walkthrough.md (default /tmp/kerncap-walkthrough) and the
 # scratch folder's captures under $OUT/work. Needs nvcc and, for `profile`, ncu.
 # Usage: OUT=/tmp/wt KERNCAP_COMMIT=$(git rev-parse --short HEAD) bash scripts/walkthrough.sh
@@ -14,12 +14,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 OUT="${OUT:-/tmp/kerncap-walkthrough}"
-mkdir -p "$OUT" dist
-if [ -f .carry/kerncap.xz ]; then xz -dc .carry/kerncap.xz > dist/kerncap && chmod +x dist/kerncap; fi
+mkdir -p "$OUT"
+# the GPU first: where there is none nothing is written but $OUT (the carried binary over dist/kerncap was: a
+# CPU test run replaced the user's freshly built dist/kerncap with .carry's older one)
+if ! { [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; }; then echo "walkthrough: no NVIDIA GPU here; run it on the GPU node" >&2; exit 2; fi
+if [ -z "${KERNCAP_BIN:-}" ] && [ -f .carry/kerncap.xz ]; then mkdir -p dist && xz -dc .carry/kerncap.xz > dist/kerncap && chmod +x dist/kerncap; fi
 kc="${KERNCAP_BIN:-$repo/dist/kerncap}"
 unset BUN_BE_BUN
 if [ ! -x "$kc" ]; then echo "walkthrough: no kerncap binary at $kc (scripts/build.sh builds it)" >&2; exit 2; fi
-if ! { [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; }; then echo "walkthrough: no NVIDIA GPU here; run it on the GPU node" >&2; exit 2; fi
 work="$OUT/work"
 rm -rf "$work"; mkdir -p "$work"
 md="$OUT/walkthrough.md"
