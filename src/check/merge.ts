@@ -124,7 +124,12 @@ export function missingShards(seen: Map<string | null, Set<string>>): string[] {
   const parsed = sharded.map((k) => {
     const m = /^(\d+)\/(\d+)$/.exec(k);
     if (!m) throw new KerncapError("E_RESULTS", `${names(k)}: shard ${JSON.stringify(k)} is not K/N`, { hint });
-    return { k, index: Number(m[1]), count: Number(m[2]) };
+    const index = Number(m[1]);
+    const count = Number(m[2]);
+    // as --shard takes them (parseShard): a count past it is no run's (adversary 32: 2^32-1 shards listed, 12 GB)
+    if (!(count >= 1 && count <= 100_000 && index < count))
+      throw new KerncapError("E_RESULTS", `${names(k)}: shard ${JSON.stringify(k)} is no shard a run takes (0 ≤ K < N ≤ 100000)`, { hint });
+    return { k, index, count };
   });
   const other = parsed.find((p) => p.count !== parsed[0]!.count);
   if (other)

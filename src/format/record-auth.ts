@@ -92,6 +92,15 @@ export function patterned(b: Buffer): string | undefined {
   for (let i = 1; i < b.length; i++) steps.add((b[i]! - b[i - 1]! + 256) % 256);
   if (steps.size === 1) return "counts up or down by one step, as no random key does";
   if ([...b].every((x) => x >> 4 === (x & 15))) return "doubles every digit, as no random key does";
+  // one step for two fifths of the key, then another (`0123…ef` then `fedc…10`: adversary 32 #5); a random key's most
+  // common step comes back that often with a chance below 1e-8
+  const stepCount = new Map<number, number>();
+  for (let i = 1; i < b.length; i++) {
+    const d = (b[i]! - b[i - 1]! + 256) % 256;
+    stepCount.set(d, (stepCount.get(d) ?? 0) + 1);
+  }
+  if (Math.max(...stepCount.values()) >= Math.max(3, Math.ceil(0.4 * (b.length - 1))))
+    return "counts up or down by one step for much of its length, as no random key does";
   if (new Set(b).size < b.length / 2) return "repeats its bytes, as no random key does";
   // text in hex (xxd -p of a passphrase: adversary 31 #4 guessed one offline from a results file): every byte printable,
   // as a random 16-byte key is with a chance of (98/256)^16, about 2e-7

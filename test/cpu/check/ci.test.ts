@@ -447,3 +447,18 @@ test("--merge of --json documents: a shard that held no capture counts by its do
     expect(() => mergeResults([f, ...docs.filter((d) => d !== f)], { slowerPct: 10 }), what).toThrow(/is not authenticated/);
   }
 }, 60_000);
+
+test("a shard count no run takes (past --shard's 100000, or not a safe integer) is refused, E_RESULTS, not listed shard by shard (adversary 32: 2^32-1 missing shards, 12 GB; 2^53+1, an internal error)", async () => {
+  const { missingShards } = await import("../../../src/check/merge.ts");
+  for (const k of ["0/4294967295", "0/9007199254740993", "5/5", "0/0"]) {
+    let e: unknown;
+    try {
+      missingShards(new Map([[k, new Set(["f.json"])]]));
+    } catch (x) {
+      e = x;
+    }
+    expect((e as { code?: string }).code, k).toBe("E_RESULTS");
+    expect((e as Error).message).toContain("is no shard a run takes");
+  }
+  expect(missingShards(new Map([["1/3", new Set(["f.json"])]]))).toEqual(["0/3", "2/3"]);
+});

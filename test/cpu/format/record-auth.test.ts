@@ -56,6 +56,7 @@ test("KERNCAP_RESULTS_KEY: hex of at least 32 digits is the key; a weaker value 
     ["0102030405060708090a0b0c0d0e0f10", "counts up or down by one step, as no random key does"],
     ["00112233445566778899aabbccddeeff", "counts up or down by one step, as no random key does"],
     ["00113322554477669988bbaaddccffee", "doubles every digit, as no random key does"],
+    ["0123456789abcdeffedcba9876543210", "counts up or down by one step for much of its length, as no random key does"],
     // a passphrase in hex (adversary 31 #4: guessed offline from one results file, then records forged)
     [Buffer.from("kerncap-ci-results-2026!").toString("hex"), "is text written in hex (a passphrase), as no random key is"],
   ]) {
