@@ -10,16 +10,17 @@
  * holder and removed there (cleanPart), and nothing is removed while an eval holds a lock in `build/eval/` (its builds would lose
  * their folder): the whole command refuses before removing anything.
  */
-import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, renameSync, type Stats } from "node:fs";
+import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, renameSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
-import { captureSetMember, treeEntries } from "../format/paths.ts";
+import { captureSetMember } from "../format/paths.ts";
 import { EVAL_LOCK, EVAL_WORK_DIR } from "../eval/copies.ts";
 import { pidAlive } from "../leftovers.ts";
-import { fdPath, makePrivateTemp } from "../util/write-file.ts";
+import { fdPath, makePrivateTemp, openDirWalk } from "../util/write-file.ts";
+import { MANIFEST_FILE } from "../format/manifest.ts";
 
 /** What `clean` removes of one capture: `build`, `build/eval`, `profile` (relative to the capture folder). */
 export type CleanPart = "build" | "build/eval" | "profile";
@@ -60,42 +61,86 @@ export function cleanTargets(paths: readonly string[]): string[] {
   return [...new Set(out)];
 }
 
-/** Bytes and files of the regular files under dir/rel (no link followed); undefined where dir/rel is not there. */
-function partSize(dir: string, rel: string): { bytes: number; files: number; st: Stats } | undefined {
-  let st: Stats;
+/** The deepest folder partSize counts in (deeper ones are removed all the same, their bytes not counted). */
+const SIZE_DEPTH_MAX = 256;
+
+/**
+ * Bytes and files of the regular files at `name` in the folder held open as `parentFd`, walked
+ * through folder fds (each opened O_NOFOLLOW relative to the one above: no link followed, a folder
+ * swapped for a link meanwhile is not entered, no path grows past PATH_MAX); undefined where it is
+ * not there.
+ */
+function partSize(parentFd: number, name: string, depth = 0): { bytes: number; files: number } | undefined {
+  const st = lstatSync(fdPath(parentFd, name), { throwIfNoEntry: false });
+  if (!st) return undefined;
+  if (st.isFile()) return { bytes: st.size, files: 1 };
+  if (!st.isDirectory() || depth >= SIZE_DEPTH_MAX) return { bytes: 0, files: 0 };
+  let fd: number;
   try {
-    st = lstatSync(join(dir, rel));
+    fd = openSync(fdPath(parentFd, name), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch {
+    return { bytes: 0, files: 0 }; // swapped for a link, unreadable: not counted
+  }
+  let bytes = 0;
+  let files = 0;
+  try {
+    for (const n of readdirSync(fdPath(fd))) {
+      const sub = partSize(fd, n, depth + 1);
+      bytes += sub?.bytes ?? 0;
+      files += sub?.files ?? 0;
+    }
+  } catch {
+    /* unreadable: what was counted stands */
+  } finally {
+    closeSync(fd);
+  }
+  return { bytes, files };
+}
+
+/** A folder below the one held open as `fd`, opened O_NOFOLLOW (undefined: not there, a link, no folder). */
+function openBelow(fd: number, name: string): number | undefined {
+  try {
+    return openSync(fdPath(fd, name), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
   } catch {
     return undefined;
   }
-  let bytes = st.isFile() ? st.size : 0;
-  let files = st.isFile() ? 1 : 0;
-  if (st.isDirectory())
-    for (const e of treeEntries(dir, rel))
-      if (e.st.isFile()) {
-        bytes += e.st.size;
-        files++;
-      }
-  return { bytes, files, st };
 }
 
-/** The pids of the live evals whose locks are in dir/build/eval (EVAL_LOCK files; a link or an unreadable one is no lock). */
-function liveEvals(dir: string): number[] {
-  const work = join(dir, EVAL_WORK_DIR);
-  let names: string[];
-  try {
-    if (!lstatSync(work).isDirectory()) return [];
-    names = readdirSync(work);
-  } catch {
-    return [];
-  }
+/**
+ * The pids of the live evals whose locks are in the capture's build/eval (EVAL_LOCK files: regular
+ * files of this user's, reached without following a link; a lock another user wrote, or one at a
+ * link, blocks nothing: adversary 33, a lock naming pid 1 blocked clean for good).
+ */
+function liveEvals(capFd: number): number[] {
+  const build = openBelow(capFd, "build");
+  if (build === undefined) return [];
+  const work = openBelow(build, "eval");
+  closeSync(build);
+  if (work === undefined) return [];
+  const uid = process.geteuid?.();
   const pids: number[] = [];
-  for (const n of names) {
-    if (!EVAL_LOCK.test(n)) continue;
-    const m = /^\.kerncap-eval-(\d+)-/.exec(n);
-    const pid = m ? Number(m[1]) : Number.NaN;
-    // a lock of kerncap before names (.kerncap-eval.lock): its pid is inside; taken as live, the safe side
-    if (!m || pidAlive(pid)) pids.push(m ? pid : 0);
+  try {
+    for (const n of readdirSync(fdPath(work))) {
+      if (!EVAL_LOCK.test(n)) continue;
+      const st = lstatSync(fdPath(work, n), { throwIfNoEntry: false });
+      if (!st?.isFile() || st.size > 1 << 16 || (uid !== undefined && st.uid !== uid)) continue;
+      // what eval writes in it: its pid on the first line (src/eval/copies.ts lockHolder); an empty or other file is
+      // no lock, as eval itself takes it over (a `touch`ed lock naming pid 1 blocked clean for good: adversary 33 #2)
+      let first: string | undefined;
+      try {
+        first = readFileSync(fdPath(work, n), "utf8").split("\n")[0]?.trim();
+      } catch {
+        continue;
+      }
+      const m = /^\.kerncap-eval-(\d+)-/.exec(n);
+      const pid = Number(first);
+      if (!Number.isSafeInteger(pid) || pid <= 0 || (m && Number(m[1]) !== pid)) continue;
+      if (pidAlive(pid)) pids.push(pid);
+    }
+  } catch {
+    /* unreadable: no lock seen */
+  } finally {
+    closeSync(work);
   }
   return pids;
 }
@@ -104,7 +149,7 @@ function liveEvals(dir: string): number[] {
  * Remove (or, dryRun, measure) the parts of each capture in `dirs` (absolute capture folders,
  * cleanTargets'). A part's parent folder is opened without following a link (a `build` that is a
  * link holds no `build/eval` of the capture's) and held; the part is moved, in one rename through
- * that fd, into a private 0700 holder beside it (./util/write-file.ts makePrivateTemp) and removed
+ * that fd, into a private 0700 holder beside it (src/util/write-file.ts makePrivateTemp) and removed
  * there: never by a name another user who may write the capture folder could swap meanwhile
  * (src/util/replace-folder.ts, for the same reason).
  * @returns one entry per capture, in order; a capture with nothing to remove has `removed` empty
@@ -112,45 +157,64 @@ function liveEvals(dir: string): number[] {
  */
 export function cleanCaptures(dirs: readonly string[], o: CleanOptions = {}): CleanedCapture[] {
   const parts: CleanPart[] = [o.eval ? "build/eval" : "build", ...(o.profile ? (["profile"] as const) : [])];
-  for (const dir of dirs) {
-    const pids = liveEvals(dir);
-    if (pids.length)
-      throw new KerncapError(
-        "E_BUSY",
-        `an eval is running on ${dir} (${pids.some((p) => p > 0) ? `pid ${pids.filter((p) => p > 0).join(", ")}` : "a lock of an older kerncap"}, its lock in ${EVAL_WORK_DIR}/): nothing removed`,
-        { hint: `Wait for it to end, or stop it; then clean again. A lock whose process is gone is no lock: ${EVAL_WORK_DIR}/.kerncap-eval-<pid>-*.lock.` },
-      );
-  }
-  return dirs.map((dir) => {
-    const removed: CleanedPart[] = [];
-    for (const path of parts) {
-      const done = cleanPart(dir, path, Boolean(o.dryRun));
-      if (done) removed.push(done);
+  // each capture folder held open from here on (heldCapture): every later step goes through the fd, never the name again
+  const held = dirs.map((dir) => ({ dir, fd: heldCapture(dir) }));
+  try {
+    for (const { dir, fd } of held) {
+      const pids = liveEvals(fd);
+      if (pids.length)
+        throw new KerncapError("E_BUSY", `an eval is running on ${dir} (pid ${pids.join(", ")}, its lock in ${EVAL_WORK_DIR}/): nothing removed`, {
+          hint: `Wait for it to end, or stop it; then clean again. A lock whose process is gone is no lock: ${EVAL_WORK_DIR}/.kerncap-eval-<pid>-*.lock.`,
+        });
     }
-    return { dir, removed, bytes: removed.reduce((a, r) => a + r.bytes, 0) };
-  });
+    return held.map(({ dir, fd }) => {
+      const removed: CleanedPart[] = [];
+      for (const path of parts) {
+        const done = cleanPart(fd, dir, path, Boolean(o.dryRun));
+        if (done) removed.push(done);
+      }
+      return { dir, removed, bytes: removed.reduce((a, r) => a + r.bytes, 0) };
+    });
+  } finally {
+    for (const { fd } of held) closeSync(fd);
+  }
 }
 
-/** One part of one capture (cleanCaptures): its size, and unless dryRun its removal; undefined where it is not there (or its parent is a link). */
-function cleanPart(dir: string, path: CleanPart, dryRun: boolean): CleanedPart | undefined {
-  const parent = dirname(path) === "." ? dir : join(dir, dirname(path));
-  let parentFd: number;
-  try {
-    parentFd = openSync(parent, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-  } catch {
-    return undefined; // no build/, or a build that is no folder of the capture's: nothing of it to remove
+/**
+ * The capture folder `dir` opened with no link followed on the way (openDirWalk: every component of
+ * its real path O_NOFOLLOW from the one above), and still a capture (a kerncap.json that is a regular
+ * file): a folder above it swapped for a link after cleanTargets checked it leads nowhere else
+ * (adversary 33: an exchange of a parent in a shared folder had a project's own build/ removed).
+ * @throws KerncapError E_UNSAFE_PATH (a component is a link now, or the folder holds no kerncap.json)
+ */
+function heldCapture(dir: string): number {
+  const { fd } = openDirWalk(dir);
+  if (!lstatSync(fdPath(fd, MANIFEST_FILE), { throwIfNoEntry: false })?.isFile()) {
+    closeSync(fd);
+    throw new KerncapError("E_UNSAFE_PATH", `${dir}: the folder found at that name now holds no ${MANIFEST_FILE}: nothing removed`, {
+      hint: "Another user can rename entries above it: keep captures in a folder only you can write, then clean again.",
+    });
   }
+  return fd;
+}
+
+/** One part of the capture held open as `capFd` (cleanCaptures; `dir` its name in messages): its size, and unless dryRun its removal; undefined where it is not there (or its parent is a link). */
+function cleanPart(capFd: number, dir: string, path: CleanPart, dryRun: boolean): CleanedPart | undefined {
+  const below = dirname(path) === "." ? undefined : dirname(path);
+  // the part's parent: the capture itself, or its build/ reached without following a link
+  const parentFd = below === undefined ? capFd : openBelow(capFd, below);
+  if (parentFd === undefined) return undefined; // no build/, or a build that is no folder of the capture's: nothing of it to remove
   try {
     const name = basename(path);
     if (dryRun) {
-      const size = partSize(fdPath(parentFd), name);
+      const size = partSize(parentFd, name);
       return size && { path, bytes: size.bytes, files: size.files };
     }
     if (!lstatSync(fdPath(parentFd, name), { throwIfNoEntry: false })) return undefined;
     try {
       accessSync(fdPath(parentFd), constants.W_OK);
     } catch {
-      throw new KerncapError("E_IO", `cannot remove ${join(dir, path)}: you may not write ${parent}`, {
+      throw new KerncapError("E_IO", `cannot remove ${join(dir, path)}: you may not write ${below === undefined ? dir : join(dir, below)}`, {
         hint: "Clean a capture of your own, or ask its owner to (kerncap clean DIR).",
       });
     }
@@ -161,12 +225,12 @@ function cleanPart(dir: string, path: CleanPart, dryRun: boolean): CleanedPart |
       } catch (e) {
         throw systemError(Object.assign(e as object, { path: join(dir, path) })) ?? e; // EACCES …: said with its path
       }
-      const size = partSize(holder.at, "old");
+      const size = partSize(holder.fd, "old");
       return { path, bytes: size?.bytes ?? 0, files: size?.files ?? 0 };
     } finally {
       holder.dispose(); // the part, through the holder's fd
     }
   } finally {
-    closeSync(parentFd);
+    if (parentFd !== capFd) closeSync(parentFd);
   }
 }

@@ -159,3 +159,41 @@ test("a capture set's folder: each member cleaned; a folder inside a capture is 
   const inner = cli([join(m1, "src")]);
   expect(inner.code).toBe(2);
 });
+
+test("a link at build/ leads the lock check nowhere (adversary 33 #1: a lock in its target made clean refuse); a lock another user wrote blocks nothing (#2)", async () => {
+  const outside = tempDir();
+  mkdirSync(join(outside, "eval"), { recursive: true });
+  writeFileSync(join(outside, "eval", `.kerncap-eval-${process.pid}-abcdef012345.lock`), `${process.pid}\n`);
+  const dir = await built();
+  const { rmSync, chownSync } = await import("node:fs");
+  rmSync(join(dir, "build"), { recursive: true });
+  symlinkSync(outside, join(dir, "build"));
+  expect(cleanCaptures(cleanTargets([dir]))[0]!.removed).toEqual([{ path: "build", bytes: 0, files: 0 }]);
+  expect(existsSync(join(outside, "eval"))).toBe(true);
+  if (process.geteuid?.() === 0) {
+    const other = await built();
+    const lock = join(other, "build/eval", ".kerncap-eval-1-abcdef012345.lock"); // pid 1 is always alive
+    writeFileSync(lock, "1\n");
+    chownSync(lock, 1002, 1002);
+    expect(cleanCaptures(cleanTargets([other]))[0]!.removed.map((r) => r.path)).toEqual(["build"]);
+  }
+});
+
+test("a build/ nested past PATH_MAX is counted to a depth and removed whole, exit 0 (adversary 33 #3: E_IO after removing it)", async () => {
+  const dir = await built();
+  // 300 folders of 16 letters below build/ (past 4096 bytes of path), made by python3 a step at a time
+  const py = Bun.spawnSync(
+    [
+      "python3",
+      "-c",
+      "import os,sys\nos.chdir(sys.argv[1])\nfor _ in range(300):\n  os.mkdir('a'*16); os.chdir('a'*16)\nopen('deep','w').write('x')",
+      join(dir, "build"),
+    ],
+    { stderr: "pipe" },
+  );
+  expect(py.exitCode, py.stderr.toString()).toBe(0);
+  const r = cli([dir, "--json"]);
+  expect(r.code, r.err).toBe(0);
+  expect(JSON.parse(r.out).captures[0].removed[0].path).toBe("build");
+  expect(existsSync(join(dir, "build"))).toBe(false);
+});
