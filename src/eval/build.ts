@@ -38,6 +38,13 @@ export interface BuiltModule {
   grid?: [number, number, number];
 }
 
+/** A build's kernel figures as its record keeps them (EvalRecord.build): registers, stack frame, spill stores and loads. */
+export function builtFigures(
+  b: BuiltModule,
+): Pick<BuiltModule, "registers" | "stackFrameBytes"> & { spillStoreBytes: number | null; spillLoadBytes: number | null } {
+  return { registers: b.registers, stackFrameBytes: b.stackFrameBytes, spillStoreBytes: b.spillStoreBytes ?? null, spillLoadBytes: b.spillLoadBytes ?? null };
+}
+
 /** A candidate that never reaches a GPU: its verdict, the error's code and its message (the compiler's, once). */
 export interface BuildFailure {
   verdict: Extract<EvalVerdict, "compile-error" | "layout-change" | "error">;

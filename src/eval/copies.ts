@@ -149,10 +149,16 @@ function lockWorkDir(dir: string, names: readonly string[]): { work: string; loc
   return { work, lock: mine };
 }
 
-/** What a lock file holds: its pid and the copies it builds (null: a lock of kerncap before names, every copy); undefined where unreadable, a link, not a number. */
-function lockHolder(lock: string): { pid: number; names: string[] | null } | undefined {
+/**
+ * What a lock file holds: its pid and the copies it builds (null: a lock of kerncap before names,
+ * every copy); undefined where it is no lock an eval of this user's wrote: unreadable, a link, past
+ * 64 KiB, another user's, no pid on its first line (kerncap clean asks the same: src/ops/clean.ts).
+ */
+export function lockHolder(lock: string): { pid: number; names: string[] | null } | undefined {
   try {
-    if (!lstatSync(lock).isFile()) return undefined;
+    const st = lstatSync(lock);
+    const uid = process.geteuid?.();
+    if (!st.isFile() || st.size > 1 << 16 || (uid !== undefined && st.uid !== uid)) return undefined;
     const [first, ...rest] = readFileSync(lock, "utf8").split("\n").filter(Boolean);
     const pid = Number.parseInt(first ?? "", 10);
     return Number.isSafeInteger(pid) && pid > 0 ? { pid, names: basename(lock) === ".kerncap-eval.lock" ? null : rest } : undefined;
@@ -221,7 +227,6 @@ export function keptBuild(dest: string, prior: EvalRecord["build"]): { built: Bu
   if (!bytes) return { why: "is gone (the capture's build/ was not carried over?)" };
   if (new Bun.CryptoHasher("sha256").update(bytes).digest("hex") !== prior.moduleSha256)
     return { why: "is not the module that was built (its SHA-256 differs)" };
-  const module = join(resolve(dest), prior.module);
-  const spills = { spillStoreBytes: prior.spillStoreBytes ?? null, spillLoadBytes: prior.spillLoadBytes ?? null };
-  return { built: { module, seconds: prior.seconds, registers: prior.registers, stackFrameBytes: prior.stackFrameBytes, ...spills } };
+  const { seconds, registers, stackFrameBytes, spillStoreBytes = null, spillLoadBytes = null } = prior;
+  return { built: { module: join(resolve(dest), prior.module), seconds, registers, stackFrameBytes, spillStoreBytes, spillLoadBytes } };
 }

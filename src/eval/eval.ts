@@ -38,7 +38,7 @@ import { assertOutputPath } from "../format/archive-common.ts";
 import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
-import { buildCandidate, buildPool, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
+import { buildCandidate, buildPool, builtFigures, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts";
 import { BUILD_INPUT, EVAL_RECORDS, EVAL_SHARD_MARKER, recordKey, refuseSharedRecords, reportOf, type EvalReport } from "./report.ts";
@@ -481,8 +481,8 @@ async function buildInto(
       const inCopy = module && !module.startsWith("..") && !isAbsolute(module);
       rec.builds.set(c.id, {
         seconds: b.built.seconds,
-        ...{ registers: b.built.registers, stackFrameBytes: b.built.stackFrameBytes },
-        ...{ spillStoreBytes: b.built.spillStoreBytes ?? null, spillLoadBytes: b.built.spillLoadBytes ?? null, moduleSha256 },
+        ...builtFigures(b.built),
+        moduleSha256,
         ...(inCopy ? { module } : {}),
       });
       if (o.buildOnly) {

@@ -131,15 +131,6 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
   }
 }
 
-/**
- * The MCP server with kerncap's tools; connect it to a transport (stdio, or in-memory in tests).
- * `children`: where the tool children are tracked (a call's child is ended when the call is
- * cancelled or the transport closes). Every build runs confined (validate, tune and profile with
- * build get --confine: a build that reads files outside the capture, its source root and the
- * toolchain is refused, and compiler messages keep only diagnostics of the capture's own files), and
- * a received capture's build.sh (or a Triton capture's compile, which imports src/) runs only with
- * `trust.trustBuilds` (--trust).
- */
 /** How the server stops and restarts reading the client's messages (stdio: process.stdin.pause/resume). */
 export interface Reading {
   pause(): void;
@@ -163,6 +154,16 @@ export function argumentBytes(x: unknown, depth = 0): number {
   return n;
 }
 
+/**
+ * The MCP server with kerncap's tools; connect it to a transport (stdio, or in-memory in tests).
+ * `children`: where the tool children are tracked (a call's child is ended when the call is
+ * cancelled or the transport closes). Every build runs confined (validate, tune and profile with
+ * build get --confine: a build that reads files outside the capture, its source root and the
+ * toolchain is refused, and compiler messages keep only diagnostics of the capture's own files), and
+ * a received capture's build.sh (or a Triton capture's compile, which imports src/) runs only with
+ * `trust.trustBuilds` (--trust). `o.inflightMax`: the bound on the arguments held (MCP_INFLIGHT_MAX);
+ * `o.reading`: what is paused while the calls held reach half of it.
+ */
 export function createMcpServer(
   children = new ToolChildren(),
   trust: McpTrust = {},

@@ -10,14 +10,14 @@
  * holder and removed there (cleanPart), and nothing is removed while an eval holds a lock in `build/eval/` (its builds would lose
  * their folder): the whole command refuses before removing anything.
  */
-import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, renameSync } from "node:fs";
+import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, renameSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { captureSetMember } from "../format/paths.ts";
-import { EVAL_LOCK, EVAL_WORK_DIR } from "../eval/copies.ts";
+import { EVAL_LOCK, EVAL_WORK_DIR, lockHolder } from "../eval/copies.ts";
 import { pidAlive } from "../leftovers.ts";
 import { fdPath, makePrivateTemp, openDirWalk } from "../util/write-file.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
@@ -117,25 +117,13 @@ function liveEvals(capFd: number): number[] {
   const work = openBelow(build, "eval");
   closeSync(build);
   if (work === undefined) return [];
-  const uid = process.geteuid?.();
   const pids: number[] = [];
   try {
     for (const n of readdirSync(fdPath(work))) {
-      if (!EVAL_LOCK.test(n)) continue;
-      const st = lstatSync(fdPath(work, n), { throwIfNoEntry: false });
-      if (!st?.isFile() || st.size > 1 << 16 || (uid !== undefined && st.uid !== uid)) continue;
-      // what eval writes in it: its pid on the first line (src/eval/copies.ts lockHolder); an empty or other file is
-      // no lock, as eval itself takes it over (a `touch`ed lock naming pid 1 blocked clean for good: adversary 33 #2)
-      let first: string | undefined;
-      try {
-        first = readFileSync(fdPath(work, n), "utf8").split("\n")[0]?.trim();
-      } catch {
-        continue;
-      }
-      const m = /^\.kerncap-eval-(\d+)-/.exec(n);
-      const pid = Number(first);
-      if (!Number.isSafeInteger(pid) || pid <= 0 || (m && Number(m[1]) !== pid)) continue;
-      if (pidAlive(pid)) pids.push(pid);
+      // what eval writes in it (lockHolder): an empty, foreign or other file is no lock, as eval itself takes it over
+      // (a `touch`ed lock naming pid 1 blocked clean for good: adversary 33 #2)
+      const held = EVAL_LOCK.test(n) ? lockHolder(fdPath(work, n)) : undefined;
+      if (held && pidAlive(held.pid)) pids.push(held.pid);
     }
   } catch {
     /* unreadable: no lock seen */
