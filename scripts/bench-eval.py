@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Helper of scripts/bench-eval.sh.
 
-candidates CAP cuda|triton|triton-configs N OUT: N candidates as edited copies of CAP/src/ in OUT/<NN-name>/:
+candidates CAP cuda|llmc|triton|triton-configs N OUT: N candidates as edited copies of CAP/src/ in OUT/<NN-name>/
+  (the one file each edits, relative to src/, in OUT.rel):
   N-3 edits that build and run (for CUDA's fma_loop: #pragma unroll factors, __restrict__, an early
   return, and a few that change the result; for Triton's fused_add_relu: load/store cache hints and
   equivalent expressions, and a few that change the result), then one that hangs, one that faults
-  and one that does not compile. triton-configs: N-3 Triton configs of compile options (num_warps,
+  and one that does not compile. llmc: edits of llm.c's layernorm_forward_kernel6 (llmc/layernorm.cuh,
+  a code base's kernel): #pragma unroll factors on its six loops and the cache hints of its loads and
+  stores (each the same result), four that change it, and the hang, fault and compile error. triton-configs: N-3 Triton configs of compile options (num_warps,
   num_stages) in OUT.configs, one a line, and the three edits that hang, fault, do not compile.
 pin VAL CONFIG: write a config's compile options into VAL/pinned.json (what validate compiles).
 report WORK N WORKERS: the figures (JSON on stdout) from the eval documents, the validate outputs
@@ -93,6 +96,83 @@ def triton_configs(n):
     return [f"num_warps={w} num_stages={st}" for w in (1, 2, 4, 8, 16, 32) for st in (1, 2, 3, 4, 5)][: n - 3]
 
 
+LLMC_KERNEL = "__global__ void layernorm_forward_kernel6("
+C_LOOP = "    for(int c = threadIdx.x * x128::size; c < C; c += WARP_SIZE * x128::size) {"
+K_LOOP = "        for(int k = 0; k < x128::size; ++k) {"
+
+
+def nth_sub(text, a, b, nth):
+    """Replace the nth (0-based) occurrence of a in text by b."""
+    at = -1
+    for _ in range(nth + 1):
+        at = text.find(a, at + 1)
+        if at < 0:
+            return None
+    return text[:at] + b + text[at + len(a):]
+
+
+def llmc_edits(n):
+    """Edits of layernorm_forward_kernel6 alone, each a function of the kernel's text (None: it does not apply)."""
+    def unroll(loops):
+        def f(t):
+            for line, nth, u in loops:
+                t = t and nth_sub(t, line, f"#pragma unroll {u}\n{line}", nth)
+            return t
+        return f
+    def subs(*pairs):
+        def f(t):
+            for a, b in pairs:
+                t = t and (t.replace(a, b, 1) if a in t else None)
+            return t
+        return f
+    good = []
+    for u in (1, 2, 4, 8):
+        for nth in range(3):
+            good.append((f"unroll-k{nth}-{u}", unroll([(K_LOOP, nth, u)])))
+    for u in (1, 2, 4):
+        for nth in range(3):
+            good.append((f"unroll-c{nth}-{u}", unroll([(C_LOOP, nth, u)])))
+    hints = [("nocs-load", ("load128cs(inp + c)", "load128(inp + c)")), ("nocs-store", ("store128cs(out + c, out_data)", "store128(out + c, out_data)")),
+             ("plain-mean", ("__stcs(mean + idx, m)", "mean[idx] = m")), ("plain-rstd", ("__stcs(rstd + idx, s)", "rstd[idx] = s"))]
+    for name, pair in hints:
+        good.append((name, subs(pair)))
+    for u in (2, 4, 8):
+        good.append((f"unroll-all-{u}", unroll([(K_LOOP, 2, u), (K_LOOP, 1, u), (K_LOOP, 0, u)])))
+    wrong = [
+        ("wrong-eps", subs(("const float eps = 1e-5f;", "const float eps = 1e-3f;"))),
+        ("wrong-nobias", subs(("+ (float)b[k]; // scale and shift it", "; // scale and shift it"))),
+        ("wrong-mean", subs(("float m = sum / C;", "float m = sum / (C + 1);"))),
+        ("wrong-swap", subs(("n * (float)w[k] + (float)b[k]", "n * (float)b[k] + (float)w[k]"))),
+    ]
+    regular = (wrong[:2] + good[: max(0, n - 3 - 4)] + wrong[2:])[: n - 3]
+    special = [
+        ("hang", subs(("    __syncthreads();\n", "    __syncthreads();\n    if (C > 0) { for (;;) { if (clock64() < 0) break; } }\n"))),
+        ("fault", subs(("    // cache the mean and rstd", "    if (idx == 0 && threadIdx.x == 0) *(volatile float *)(mean + (1ll << 40)) = m;\n    // cache the mean and rstd"))),
+        ("nocompile", subs(("float m = sum / C;", "float m = sum / C this_is_not_cuda;"))),
+    ]
+    return regular + special
+
+
+def write_llmc(cap, n, out):
+    rel = os.path.join("llmc", "layernorm.cuh")
+    text = open(os.path.join(cap, "src", rel), encoding="utf-8").read()
+    start = text.find(LLMC_KERNEL)
+    if start < 0:
+        sys.exit(f"src/{rel} has no {LLMC_KERNEL}")
+    end = text.find("\n}\n", start) + 3
+    os.makedirs(out, exist_ok=True)
+    edits = llmc_edits(n)
+    for i, (name, f) in enumerate(edits):
+        body = f(text[start:end])
+        if body is None:
+            sys.exit(f"llmc candidate {name} does not apply to layernorm_forward_kernel6 in src/{rel}")
+        d = os.path.join(out, f"{i:02d}-{name}")
+        shutil.copytree(os.path.join(cap, "src"), d)
+        open(os.path.join(d, rel), "w", encoding="utf-8").write(text[:start] + body + text[end:])
+    open(out + ".rel", "w").write(rel + "\n")
+    print(f"[bench-eval] llmc: {len(edits)} candidates of src/{rel} in {out}")
+
+
 def pin(val, config):
     """Pin `config` (NAME=VALUE words of compile options) in VAL/pinned.json: what validate then compiles."""
     path = os.path.join(val, "pinned.json")
@@ -112,6 +192,8 @@ def candidates(cap, fe, n, out):
         edits = triton_edits(n)[-3:]
         rel = kernel_file(cap, "def fused_add_relu", "fused_add_relu.py")
         return write_edits(cap, rel, edits, out, "triton")
+    if fe == "llmc":
+        return write_llmc(cap, n, out)
     needle, prefer, edits = ("void fma_loop", "verdicts.cu", cuda_edits(n)) if fe == "cuda" else ("def fused_add_relu", "triton_app.py", triton_edits(n))
     rel = kernel_file(cap, needle, prefer)
     write_edits(cap, rel, edits, out, fe)
@@ -129,6 +211,7 @@ def write_edits(cap, rel, edits, out, fe):
         d = os.path.join(out, f"{i:02d}-{name}")
         shutil.copytree(os.path.join(cap, "src"), d)
         open(os.path.join(d, rel), "w", encoding="utf-8").write(t)
+    open(out + ".rel", "w").write(rel + "\n")
     print(f"[bench-eval] {fe}: {len(edits)} candidates of src/{rel} in {out}")
 
 
@@ -165,7 +248,7 @@ def busy(path, span):
 
 def report(work, n, workers):
     out = {"candidates": n, "workers": workers, "batches": {}}
-    for fe in [f for f in ("cuda", "triton", "triton-configs") if os.path.exists(os.path.join(work, f"{f}-eval.span"))]:
+    for fe in [f for f in ("cuda", "llmc", "triton", "triton-configs") if os.path.exists(os.path.join(work, f"{f}-eval.span"))]:
         t0, t1 = map(float, open(os.path.join(work, f"{fe}-eval.span")).read().split())
         v0, v1 = map(float, open(os.path.join(work, f"{fe}-validate.span")).read().split())
         lines = [json.loads(l) for l in open(os.path.join(work, f"{fe}-eval.json")) if l.strip()]

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # kerncap eval against sequential kerncap validate, one run on the GPU node (about 5 minutes on
 # an H200 with 16 cores):
-#  1. captures: fma_loop of test/apps/verdicts.cu (CUDA, found by --source-root) and
-#     fused_add_relu of test/apps/triton_app.py (Triton), each with `kerncap run`;
+#  1. captures: fma_loop of test/apps/verdicts.cu (CUDA, found by --source-root),
+#     fused_add_relu of test/apps/triton_app.py (Triton) and, for the llmc batch, llm.c's
+#     layernorm_forward_kernel6 (a code base's kernel: its Makefile's compile line, the 2nd launch of
+#     the GPT-2 step of scripts/bench-edit-loop-llmc.sh, which prepares it), each with `kerncap run`;
 #  2. N candidates of each (default 32; scripts/bench-eval.py writes them): CUDA, N-3 edited
-#     copies of src/ that build and run (most match, a few mismatch); Triton, N-3 configs of
+#     copies of src/ that build and run (most match, a few mismatch); llm.c, N-3 edits of
+#     layernorm_forward_kernel6 (unroll factors, cache hints; four change the result); Triton, N-3 configs of
 #     compile options (num_warps × num_stages); and in each batch one edit that hangs (a loop that
 #     never ends), one that faults (a store far outside any allocation), one that does not compile;
 #  3. `kerncap eval CAP CANDIDATE… --gpus 0 --workers-per-gpu W --timeout T --jsonl …` against N
-#     sequential `kerncap validate` processes on a copy of the capture with that candidate's src/
-#     (a config: pinned in its pinned.json); a hung validate is stopped by `timeout` at
+#     sequential `kerncap validate` processes on one copy of the capture into which each candidate's
+#     edited file is copied in turn, as a user saves an edit (a config: pinned in its pinned.json);
+#     a hung validate is stopped by `timeout` at
 #     VALIDATE_TIMEOUT s and counted a timeout;
 #  4. figures: candidates per minute of each, the ratio, the fraction of each's wall time the GPU
 #     was busy (nvidia-smi's utilization.gpu sampled every 100 ms), and every eval verdict against
@@ -17,7 +21,8 @@
 #     layout-change).
 # Figures in $KERNCAP_GPU_OUT/bench-eval.json (or the work folder), a summary on stdout.
 # Usage: scripts/bench-eval.sh [N]   (WORKERS, default 4 workers on GPU 0; EVAL_TIMEOUT, default 5 s;
-#        VALIDATE_TIMEOUT, default 20 s; BATCHES, default "cuda triton-configs", "triton" adds edits)
+#        VALIDATE_TIMEOUT, default 20 s; BATCHES, default "cuda llmc triton-configs", "triton" adds
+#        edits; llmc needs .carry/llmc-src.tar.xz, scripts/make-llmc-tarball.sh, else it is skipped)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${KERNCAP_BIN:-$PWD/dist/kerncap}"
@@ -25,8 +30,9 @@ n="${1:-32}"
 workers="${WORKERS:-4}"
 etimeout="${EVAL_TIMEOUT:-5}"
 vtimeout="${VALIDATE_TIMEOUT:-20}"
-# cuda: edits of fma_loop; triton-configs: configs of fused_add_relu (and its three bad edits); triton: edits of it
-batches="${BATCHES:-cuda triton-configs}"
+# cuda: edits of fma_loop; llmc: edits of llm.c's layernorm_forward_kernel6; triton-configs: configs
+# of fused_add_relu (and its three bad edits); triton: edits of it
+batches="${BATCHES:-cuda llmc triton-configs}"
 work="${TMPDIR:-/tmp}/kerncap-bench-eval"
 out="${KERNCAP_GPU_OUT:-$work}"
 unset BUN_BE_BUN
@@ -45,6 +51,20 @@ nvcc -O2 -arch=sm_90 -o "$work/verdicts" test/apps/verdicts.cu
 say "capturing"
 "$bin" run --kernel "^fma_loop" --dispatch 1 --source-root test/apps --out "$work/cuda-cap" -- "$work/verdicts" fma >/dev/null 2>"$work/cuda-cap.err" || { say "CUDA capture failed: $(tail -3 "$work/cuda-cap.err")"; exit 1; }
 "$bin" run --kernel "^fused_add_relu$" --dispatch 1 --out "$work/triton-cap" -- python3 test/apps/triton_app.py 3 20 >/dev/null 2>"$work/triton-cap.err" || { say "Triton capture failed: $(tail -3 "$work/triton-cap.err")"; exit 1; }
+if [[ " $batches " == *" llmc "* ]]; then
+  # llm.c built by its own Makefile (not timed), then its layernorm captured as the edit-loop benchmark does
+  llmc="${KERNCAP_LLMC_WORK:-${TMPDIR:-/tmp}/kerncap-llmc}"
+  if bash scripts/bench-edit-loop-llmc.sh --prepare && [ -x "$llmc/llm.c/train_gpt2cu" ]; then
+    ldpath="$(cat "$llmc/ld-library-path" 2>/dev/null || true)"
+    (cd "$llmc" && LD_LIBRARY_PATH="$ldpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" run --kernel layernorm_forward_kernel6 --dispatch 1 \
+      --compile-commands "$llmc/make-n.txt" --source-root "$llmc/llm.c" --exit-after-capture --out "$work/llmc-cap" -- \
+      "$llmc/llm.c/train_gpt2cu" -e d6 -i "$llmc/data/train_*.bin" -j "$llmc/data/val_*.bin" -b 4 -t 64 -x 1 -v 1000 -s 0 -m 1 -h 0) \
+      >/dev/null 2>"$work/llmc-cap.err" || { say "llm.c capture failed: $(tail -3 "$work/llmc-cap.err")"; exit 1; }
+  else
+    say "llmc batch skipped: llm.c could not be prepared (.carry/llmc-src.tar.xz: scripts/make-llmc-tarball.sh)"
+    batches="${batches//llmc/}"
+  fi
+fi
 
 for fe in $batches; do
   python3 scripts/bench-eval.py candidates "$work/${fe%%-*}-cap" "$fe" "$n" "$work/cands-$fe"
@@ -67,19 +87,19 @@ for fe in $batches; do
   stop_sampling
   echo "$t0 $t1" >"$work/$fe-eval.span"
   say "$fe: eval $(python3 -c "print(round($t1 - $t0, 1))") s (exit $(cat "$work/$fe-eval.rc")); now ${#all[@]} sequential validate"
-  # the validates: one copy of the capture; each candidate's src/ (or, for a config, its compile
-  # options pinned in pinned.json) put in place in turn, as a user's edit loop would
+  # the validates: one copy of the capture; each candidate's edited file (or, for a config, its
+  # compile options pinned in pinned.json) put in place in turn, as a user's edit loop would
   cp -r "$cap" "$work/$fe-val"
+  rel="$(cat "$work/cands-$fe.rel")"
   : >"$work/$fe-validate.tsv"
   start_sampling "$work/$fe-validate.util"
   t0=$(now)
   for c in "${all[@]}"; do
-    rm -rf "$work/$fe-val/src"
     if [ -d "$c" ]; then
-      cp -r "$c" "$work/$fe-val/src"; label=$(basename "$c")
+      cp "$c/$rel" "$work/$fe-val/src/$rel"; label=$(basename "$c")
       [ ! -f "$cap/pinned.json" ] || cp "$cap/pinned.json" "$work/$fe-val/pinned.json"
     else
-      cp -r "$cap/src" "$work/$fe-val/src"; label="$c"
+      cp "$cap/src/$rel" "$work/$fe-val/src/$rel"; label="$c"
       cp "$cap/pinned.json" "$work/$fe-val/pinned.json"
       python3 scripts/bench-eval.py pin "$work/$fe-val" "$c"
     fi
