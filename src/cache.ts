@@ -222,7 +222,8 @@ function useCache(root: string, leaf: string, files: CacheFile[]): { dir: string
  * other user can have written it (module comment).
  * @returns its absolute path.
  * @throws KerncapError E_CACHE when neither the cache folder, nor the TMPDIR fallback, nor a new
- *   private temp folder can be written.
+ *   private temp folder can be written (a fallback another user made or planted is not written
+ *   into: the private temp folder is used instead).
  */
 export function cachedFolder(name: string, files: CacheFile[], env: Env = process.env): string {
   const leaf = `${name}-${contentHash(files)}`;
@@ -258,6 +259,17 @@ export function cachedFolder(name: string, files: CacheFile[], env: Env = proces
     }
   } catch (e) {
     failures.push(`${fallback} (${reason(e)})`);
+    // the fallback is another user's (planted in a shared /tmp) or cannot be made: a private copy of this process's own,
+    // as for an unsafe one (adversary 34: a planted /tmp/kerncap-cache-UID left kerncap-confine unwritten, and a
+    // received capture's build ran with no sandbox)
+    try {
+      const own = privateTempFolder("kerncap-private-", env.TMPDIR || tmpdir());
+      writeFolderAtomically(join(own, leaf), files);
+      warnOnce(`private ${fallback}`, `cache folders not usable: tried ${failures.join(", then ")}; using a private copy in ${own}`);
+      return join(own, leaf);
+    } catch (e2) {
+      failures.push(`a private temp folder (${reason(e2)})`);
+    }
     throw new KerncapError("E_CACHE", `kerncap cannot write its cache folder: tried ${failures.join(", then ")}`, {
       hint: "Set KERNCAP_CACHE to a folder you can write (or TMPDIR to a writable temp folder).",
     });

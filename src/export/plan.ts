@@ -193,7 +193,8 @@ export function captureHeader(p: ExportPlan, f: ExportFiles, digests = ""): stri
   };
   const regions = p.regions.map(rangeRow);
   const globals = p.globals.map(rangeRow);
-  const num = (x: number) => (Number.isInteger(x) ? `${x}.0` : String(x));
+  // a C double literal: 1.0, 1e-07, 1e+21 (an integer written with an exponent takes no ".0": adversary 34, 1e+21.0 did not compile)
+  const num = (x: number) => (/[.e]/.test(String(x)) ? String(x) : `${x}.0`);
   return `/* capture.h: written by kerncap export from data/kerncap.json; the tables repro.c reads. */
 #ifndef KERNCAP_CAPTURE_H
 #define KERNCAP_CAPTURE_H

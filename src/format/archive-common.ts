@@ -284,10 +284,14 @@ export function interruptCheck(stops: StopSignals, what: string): () => Promise<
 }
 
 /**
- * A capture's own folders (a capture holds no other). processes/ holds one empty file per process
- * of the captured job, named by its number (c/common/kc_process.c; read by src/capture/census.ts).
+ * A capture's own folders as an archive holds them (a capture holds no other). processes/ holds one
+ * empty file per process of the captured job, named by its number (c/common/kc_process.c; read by
+ * src/capture/census.ts). build/ is not one: what builds write on the machine that holds the
+ * capture (rebuilt modules, eval's kept copies and locks, the pruned build's plan), which pack
+ * leaves out (src/format/pack.ts); an archive's is the sender's (adversary 34: a module at build/
+ * unpacked where a verb reading build/ would take it as built here).
  */
-const CAPTURE_FOLDERS = new Set(["src", "kernel", "memory", "build", "profile", "processes"]);
+const CAPTURE_FOLDERS = new Set(["src", "kernel", "memory", "profile", "processes"]);
 /**
  * A build tool's, a test runner's or a debugger's configuration by its name: what `make`, `pytest`,
  * `tox`, `cmake --preset`, `npm`, `gdb`, `just`, `ninja`… read from the folder they run in, and
@@ -313,6 +317,8 @@ export function foreignEntry(path: string, members: ReadonlySet<string>): string
   if (unsafeEntryName(path)) return undefined; // a path out of the folder: safeEntryPath's refusal, said as such
   const parts = path.split("/");
   const rel = parts.length > 1 && members.has(parts[0]!) ? parts.slice(1) : parts;
+  if (rel[0] === BUILD_DIR)
+    return `lies in ${BUILD_DIR}/, which holds what builds write on the machine that holds the capture (rebuilt modules, kept copies) and which pack leaves out`;
   if (rel.length > 1 && !CAPTURE_FOLDERS.has(rel[0]!))
     return `lies in ${rel[0]}/, which is no folder of a capture (${[...CAPTURE_FOLDERS].map((f) => `${f}/`).join(", ")})`;
   if (rel[0] === "src") return undefined; // sources: compiled, not imported from where they lie

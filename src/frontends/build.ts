@@ -10,7 +10,7 @@ import { shellPath } from "../util/shell-quote.ts";
 import { accessSync, constants, existsSync, rmSync } from "node:fs";
 import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { buildChildEnv, buildTimeoutSetting, reproducerBuildEnv, type Env } from "../env.ts";
+import { buildChildEnv, buildTimeoutSetting, reproducerBuildEnv, sandboxOff, type Env } from "../env.ts";
 import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
@@ -20,9 +20,10 @@ import { requireRenderedBuild } from "../format/rendered.ts";
 import { EXPORT_FILE } from "../format/file-names.ts";
 import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads, parseDiagnostics, recordedSources, type Diagnostic } from "./confine.ts";
-import { confinementFor, SANDBOX_EXIT_CODES, sandboxedArgv, sandboxPaths, type Confinement } from "./sandbox.ts";
+import { confinementFor, machineConfinement, SANDBOX_EXIT_CODES, sandboxedArgv, sandboxPaths, type Confinement } from "./sandbox.ts";
 import { assertNoProbes, includesNaming } from "./confine-sources.ts";
 
 export interface BuildOptions {
@@ -356,6 +357,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     // source is compiled with the user's rights, and an #include of a file of the user's would read it (adversary 28)
     const sandboxed = o.confine ?? (limited ? receivedManifest(dir) : undefined);
     const confinement = sandboxed ? confinementFor(sandboxed.kernel.frontend) : undefined;
+    if (sandboxed && !o.confine && machineConfinement() === "scan") warnUnsandboxedReceived(dir);
     const run =
       sandboxed && confinement && confinement !== "scan"
         ? sandboxedArgv(argv, confinement, sandboxPaths({ folder: staged.folder, tmp, recorded: recordedSources(dir, sandboxed), env }))
@@ -368,6 +370,24 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/** Received captures whose unsandboxed build was said (once each per process). */
+const saidUnsandboxed = new Set<string>();
+
+/**
+ * Say that a received capture's trusted build runs without the sandbox (KERNCAP_SANDBOX=0, or a
+ * machine where kerncap-confine cannot make one: kerncap doctor's confined-build): its sources
+ * compile with the user's rights, so an `#include` of any file the user can read is read, and a
+ * failed build's messages may quote it (adversary 34 reached this by planting the cache folder,
+ * which no longer works; where the machine itself has no sandbox, the user is told).
+ */
+function warnUnsandboxedReceived(dir: string): void {
+  if (saidUnsandboxed.has(dir)) return;
+  saidUnsandboxed.add(dir);
+  log.warn(
+    `${escapeForTerminal(dir)} is a received capture and its build runs without the sandbox (${sandboxOff() ? "KERNCAP_SANDBOX=0" : "this machine cannot make one: kerncap doctor, confined-build"}): its sources compile with your rights, and an #include of any file you can read would read it; read src/ before you trust it`,
+  );
 }
 
 /** The manifest of a received capture whose trusted build runs (runsTrustedCopy), for its sandbox; undefined where it does not read. */

@@ -12,6 +12,8 @@ import { nestedCaptureError, outerCapture } from "../format/capture-dir.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
 import { captureSetMember } from "../format/paths.ts";
 import { KerncapError } from "../errors.ts";
+import { sharedParentRisk } from "../cache.ts";
+import { othersMayWrite } from "../user-group.ts";
 
 /**
  * Refuse roots that are not folders (`kerncap mcp --root DIR`), at startup, before anything is
@@ -74,6 +76,26 @@ function outerUnderRoots(p: string, real: string, roots: string[] | undefined): 
 }
 
 /**
+ * Why another local user could put something else at the name of the capture folder `p` (real
+ * path `real`) between the server's check and a tool's use of it, or undefined: a folder on the
+ * way that others may rename entries of (src/cache.ts sharedParentRisk: group- or world-writable
+ * and not sticky, or another user's), or the folder itself another user's (not root's) in a parent
+ * others may write, sticky or not: its owner renames it and leaves a link to a folder of yours at
+ * its name (adversary 34: a capture in a 1777 root swapped for a link to the user's home gave
+ * read_file the home's files and edit_file a project's source). Source: lstat owner and mode bits.
+ */
+export function swappableCapture(p: string, real: string, uid = process.geteuid?.()): string | undefined {
+  if (uid === undefined) return undefined;
+  const risk = sharedParentRisk(p, uid) ?? (real !== p ? sharedParentRisk(real, uid) : undefined);
+  if (risk) return risk;
+  const st = lstatSync(real, { throwIfNoEntry: false });
+  const parent = lstatSync(dirname(real), { throwIfNoEntry: false });
+  if (st && parent && st.uid !== uid && st.uid !== 0 && othersMayWrite(parent, dirname(real)))
+    return `${real} belongs to another user (uid ${st.uid}) and lies in ${dirname(real)}, which others may write (mode ${(parent.mode & 0o7777).toString(8).padStart(4, "0")}): its owner may rename it and leave a link at its name`;
+  return undefined;
+}
+
+/**
  * Refuse a tool's capture folder that is not under the server's roots or is not a capture (or a
  * capture set): ONE message for all of these, so that an agent learns nothing of what exists
  * outside (a file, a folder without kerncap.json and no such path read the same). A folder under
@@ -81,26 +103,36 @@ function outerUnderRoots(p: string, real: string, roots: string[] | undefined): 
  * capture, as every verb says it (docs/agent-skill.md); one inside a capture outside the roots gets
  * the one message. A capture set passes only when every capture it holds would pass when named by
  * itself, and is a real folder inside it (src/format/paths.ts captureSetMember): a member that
- * links outside the roots is refused as naming it would be.
- * @throws KerncapError E_NOT_CAPTURE, E_NESTED_CAPTURE
+ * links outside the roots is refused as naming it would be. A capture that passes but whose name
+ * another user could change (swappableCapture: the check here and the tool's use take the name
+ * twice) is E_UNSAFE_PATH, saying why.
+ * @throws KerncapError E_NOT_CAPTURE, E_NESTED_CAPTURE, E_UNSAFE_PATH
  */
 export function confineToolDir(d: string, roots: string[] | undefined, cwd = process.cwd()): void {
   const p = resolve(cwd, d);
   let ok = false;
   let nested: string | undefined;
+  let swap: string | undefined;
   try {
     const real = realpathSync(p);
     const folder = underRoots(real, roots) && statSync(real).isDirectory();
     const held = folder ? outerUnderRoots(p, real, roots) : { outside: false };
     nested = held.outer;
     ok = folder && !held.outside && !nested && [MANIFEST_FILE, CAPTURE_SET_FILE].some((f) => lstatOk(real, f));
+    swap = ok ? swappableCapture(p, real) : undefined;
     // a set (no manifest of its own): each member as if named, and a real folder inside it (no link out)
     if (ok && !lstatOk(real, MANIFEST_FILE)) for (const c of readCaptureSet(real)?.captures ?? []) confineToolDir(captureSetMember(real, c.dir), roots, cwd);
   } catch (e) {
-    if (e instanceof KerncapError && e.code === "E_NESTED_CAPTURE") throw e; // a member's own: inside the roots
+    // a member's own: inside the roots (nested, or its name another user could change); a member's other refusals read as the one message
+    if (e instanceof KerncapError && (e.code === "E_NESTED_CAPTURE" || (e.code === "E_UNSAFE_PATH" && e.details?.swappable))) throw e;
     ok = false;
   }
   if (nested) throw nestedCaptureError(p, nested);
+  if (swap)
+    throw new KerncapError("E_UNSAFE_PATH", `${JSON.stringify(d)}: ${swap}, so a tool could reach another folder by this name than the one checked`, {
+      details: { swappable: true },
+      hint: "Copy the capture into a folder only you can write (cp -r CAP ~/work/), or serve a root whose folders only you can write; a team folder should be sticky (chmod +t) and each capture its maker's.",
+    });
   if (!ok) {
     throw new KerncapError(
       "E_NOT_CAPTURE",

@@ -342,6 +342,45 @@ describe("attack: an MCP --root escaped through a capture set's member that link
   }, 60_000);
 });
 
+describe("attack: an MCP --root another user can write: a capture's name swapped for a link between the check and the tool", () => {
+  // adversary 34: in a 1777 root, the attacker flipped their capture `cap` and a link to the user's home; read_file
+  // returned the home's files and edit_file rewrote a project's source. The name is now refused where others could change it.
+  test("a capture in a root others may write (0777, not sticky) is E_UNSAFE_PATH saying why, for the file tools and the verbs; in a folder only the user writes it passes", async () => {
+    const base = realpathSync(tempDir("kerncap-shared-root-"));
+    const root = join(base, "shared");
+    mkdirSync(root);
+    await makeCapture(join(root, "cap"));
+    chmodSync(root, 0o777);
+    expect(() => confineToolDir(join(root, "cap"), [root])).toThrow(/writable by other users \(mode 0777\) and not sticky/);
+    const c = await connected({ trust: { roots: [root] }, name: "attacker" });
+    for (const [name, args] of [
+      ["read_file", { dir: join(root, "cap"), path: "kerncap.json" }],
+      ["list_files", { dir: join(root, "cap") }],
+      ["edit_file", { dir: join(root, "cap"), path: "src/kernel.cu", content: "int x;" }],
+      ["inspect", { dir: join(root, "cap") }],
+    ] as const) {
+      const e = doc(await c.callTool({ name, arguments: args })).error;
+      expect(e?.code, name).toBe("E_UNSAFE_PATH");
+      expect(e?.message, name).toContain("so a tool could reach another folder by this name than the one checked");
+    }
+    chmodSync(root, 0o755);
+    expect(() => confineToolDir(join(root, "cap"), [root])).not.toThrow();
+    expect(doc(await c.callTool({ name: "read_file", arguments: { dir: join(root, "cap"), path: "kerncap.json" } })).error).toBeUndefined();
+    await c.close();
+  }, 60_000);
+
+  test.skipIf(process.geteuid?.() !== 0)("a capture another user owns in a sticky root others write (1777): refused, its owner may rename it; the user's own capture there passes", async () => {
+    const root = join(realpathSync(tempDir("kerncap-sticky-root-")), "shared");
+    mkdirSync(root);
+    await makeCapture(join(root, "theirs"));
+    await makeCapture(join(root, "mine"));
+    Bun.spawnSync(["chown", "-R", "65534", join(root, "theirs")]);
+    chmodSync(root, 0o1777);
+    expect(() => confineToolDir(join(root, "theirs"), [root])).toThrow(/belongs to another user \(uid 65534\) and lies in .*which others may write \(mode 1777\): its owner may rename it/);
+    expect(() => confineToolDir(join(root, "mine"), [root])).not.toThrow();
+  }, 60_000);
+});
+
 describe("attack: a confined build runs a build.sh kerncap did not write", () => {
   sandboxOffForMarkers(); // build.sh writes markers outside the capture
   test("build.sh changed after capture: kerncap mcp's validate, tune and profile refuse before anything runs (E_NOT_RENDERED), --trust-builds too; the user's validate --trust on the command line is what lets it run", async () => {

@@ -581,6 +581,9 @@ describe("names are data", () => {
       ["cap", "src/.pdbrc", "names a tool's own files"],
       ["cap", "src/.github/workflows/x.yml", "names a tool's own files"],
       ["cap", ".env", "names a tool's own files"],
+      // build/ is what builds write where the capture lies; pack leaves it out (adversary 34: a module at build/ unpacked)
+      ["cap", "build/kernel.cubin", "lies in build/, which holds what builds write"],
+      ["cap", "build/eval/c1/src/k.cu", "lies in build/, which holds what builds write"],
       ["cap", "processes/run.py", "holds only one file per process"],
       ["cap", "processes/0/x", "holds only one file per process"],
       // other tools' configuration at the top (trial 14 F4: pytest.ini's addopts ran the sender's module)

@@ -3,8 +3,8 @@
  * TMPDIR fallback when the cache folder cannot be written (no home, /proc, read-only), said once.
  */
 import { describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { cachedFolder, privateFolderRisk, contentHash, fallbackCacheDir, preferredCacheDir } from "../../src/cache.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { tempDir } from "./fixtures.ts";
@@ -128,6 +128,20 @@ describe("cache folder", () => {
     } finally {
       chmodSync(d, 0o755);
     }
+  });
+
+  // adversary 34: an attacker made /tmp/kerncap-cache-UID first; kerncap refused it (rightly) and then threw E_CACHE,
+  // which left kerncap-confine unwritten and a received capture's build unsandboxed
+  test("a TMPDIR fallback planted by another (a link, here): not written into; a private folder of this process's own instead, said once", () => {
+    const tmp = tempDir();
+    const elsewhere = tempDir();
+    symlinkSync(elsewhere, fallbackCacheDir({ TMPDIR: tmp }));
+    const { value: p, err } = withStderr(() => cachedFolder("thing", files("planted fallback"), { KERNCAP_CACHE: "/proc/kerncap-a", TMPDIR: tmp }));
+    expect(p).toMatch(new RegExp(`^${tmp}/kerncap-private-\\d+-[^/]+/thing-[0-9a-f]{16}$`));
+    expect(statSync(dirname(p)).mode & 0o777).toBe(0o700);
+    expect(readFileSync(join(p, "a.txt"), "utf8")).toBe("planted fallback");
+    expect(readdirSync(elsewhere)).toEqual([]);
+    expect(err).toContain("using a private copy in");
   });
 
   test("neither the cache nor TMPDIR writable: a clear error naming both and the way out", () => {

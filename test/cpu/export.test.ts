@@ -789,6 +789,13 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
       expect(acceptJudging(cap)).toBe(true);
       expect(exportCapture(cap, join(out, "..", "accepted")).judging.settings).toEqual({ atol: 1e-3, nondeterministic: true });
       expect(readFileSync(join(out, "..", "accepted", "capture.h"), "utf8")).toContain("#define ATOL 0.001\n");
+      // C double literals whatever the value: 1e+21 (not 1e+21.0, which gcc refused: adversary 34), 5.0
+      writeJudging(cap, { atol: 1e21, rtol: 5 });
+      expect(acceptJudging(cap)).toBe(true);
+      exportCapture(cap, join(out, "..", "large"));
+      const header = readFileSync(join(out, "..", "large", "capture.h"), "utf8");
+      expect(header).toContain("#define ATOL 1e+21\n");
+      expect(header).toContain("#define RTOL 5.0\n");
     } finally {
       if (saved === undefined) delete process.env.XDG_STATE_HOME;
       else process.env.XDG_STATE_HOME = saved;
