@@ -369,16 +369,22 @@ describe("attack: an MCP --root another user can write: a capture's name swapped
     await c.close();
   }, 60_000);
 
-  test.skipIf(process.geteuid?.() !== 0)("a capture another user owns in a sticky root others write (1777): refused, its owner may rename it; the user's own capture there passes", async () => {
-    const root = join(realpathSync(tempDir("kerncap-sticky-root-")), "shared");
-    mkdirSync(root);
-    await makeCapture(join(root, "theirs"));
-    await makeCapture(join(root, "mine"));
-    Bun.spawnSync(["chown", "-R", "65534", join(root, "theirs")]);
-    chmodSync(root, 0o1777);
-    expect(() => confineToolDir(join(root, "theirs"), [root])).toThrow(/belongs to another user \(uid 65534\) and lies in .*which others may write \(mode 1777\): its owner may rename it/);
-    expect(() => confineToolDir(join(root, "mine"), [root])).not.toThrow();
-  }, 60_000);
+  test.skipIf(process.geteuid?.() !== 0)(
+    "a capture another user owns in a sticky root others write (1777): refused, its owner may rename it; the user's own capture there passes",
+    async () => {
+      const root = join(realpathSync(tempDir("kerncap-sticky-root-")), "shared");
+      mkdirSync(root);
+      await makeCapture(join(root, "theirs"));
+      await makeCapture(join(root, "mine"));
+      Bun.spawnSync(["chown", "-R", "65534", join(root, "theirs")]);
+      chmodSync(root, 0o1777);
+      expect(() => confineToolDir(join(root, "theirs"), [root])).toThrow(
+        /belongs to another user \(uid 65534\) and lies in .*which others may write \(mode 1777\): its owner may rename it/,
+      );
+      expect(() => confineToolDir(join(root, "mine"), [root])).not.toThrow();
+    },
+    60_000,
+  );
 });
 
 describe("attack: a confined build runs a build.sh kerncap did not write", () => {
