@@ -2,7 +2,8 @@
  * The one owner of libc.so.6 in the kerncap process (bun:ffi): POSIX regular expressions
  * (regcomp/regexec, the calls the capture library makes for --kernel: src/util/posix-regex.ts),
  * lseek's SEEK_DATA/SEEK_HOLE (sparse files: src/format/sparse-extents.ts), dup/dup2 (stdout
- * kept for the JSON document: src/cli/args.ts) and lgetxattr (a folder's POSIX ACL: src/user-group.ts).
+ * kept for the JSON document: src/cli/args.ts), lgetxattr (a folder's POSIX ACL: src/user-group.ts)
+ * and flock (a capture's build lock: src/util/build-lock.ts).
  * Loaded at the first call, once.
  */
 import { dlopen, FFIType, type Library } from "bun:ffi";
@@ -18,6 +19,7 @@ const SYMBOLS = {
   dup: { args: [i32], returns: i32 },
   dup2: { args: [i32, i32], returns: i32 },
   lgetxattr: { args: [ptr, ptr, ptr, u64], returns: i64 },
+  flock: { args: [i32, i32], returns: i32 },
 } as const;
 
 let symbols: Library<typeof SYMBOLS>["symbols"] | undefined;

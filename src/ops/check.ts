@@ -101,7 +101,8 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
       });
     }
     if (s.rebuild && reproducer) {
-      p.rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) });
+      // the capture's build lock held until the replay loaded the module (replayBeside releases it; the finally below too)
+      p.rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) }, true);
       if (otherArch) p.note = `rebuilt from its reproducer for ${here} (captured on ${m.device.arch})`;
     } else if (s.rebuild) p.note = "no reproducer to rebuild (the module has no source): the captured module replayed";
     const tr = performance.now();
@@ -109,6 +110,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     try {
       r = await replayChecked(capture, fe, { ...s, verify }, p.rebuilt);
     } finally {
+      p.rebuilt?.release();
       replaySeconds = (performance.now() - Math.max(tr, p.rebuilt?.builtAt() ?? 0)) / 1000;
     }
     if (p.rebuilt) {

@@ -10,6 +10,7 @@
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { Rebuilder, type Rebuilt, type RebuilderOptions } from "../rebuild/rebuilder.ts";
+import { buildLock } from "../util/build-lock.ts";
 
 /** A rebuild running beside a replay. */
 export interface StartedRebuild {
@@ -21,21 +22,30 @@ export interface StartedRebuild {
   builtAt(): number;
   /** Settles once a compiler runs as a child (RebuilderOptions.onCompile) or the build has ended. */
   compiling: Promise<void>;
+  /** Let other kerncap processes build this capture again (its build lock); idempotent. replayBeside calls it once the replay is done with the module. */
+  release(): void;
 }
 
 /**
  * Start a capture's rebuild (Rebuilder.rebuildOnce: the frontend's step before build.sh, the
- * build, the rebuilt module's check) to run beside its replay. Both promises are marked handled:
- * a replay error that comes first must not leave them unhandled; the caller awaits `built`
- * (replayBeside does). The trust gates are the caller's (src/ops/gates.ts), said before this.
+ * build, the rebuilt module's check) to run beside its replay, once this process holds the
+ * capture's build lock (src/util/build-lock.ts: another kerncap building it is waited for). Both
+ * promises are marked handled: a replay error that comes first must not leave them unhandled; the
+ * caller awaits `built` (replayBeside does). The lock is released when the build ends, or with
+ * `hold`, by `release()` (replayBeside's, once the replay loaded the module: no other process
+ * rebuilds it meanwhile); at the latest when the process exits. The trust gates are the caller's
+ * (src/ops/gates.ts), said before this.
  */
-export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions, "watch" | "onCompile">): StartedRebuild {
+export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions, "watch" | "onCompile">, hold = false): StartedRebuild {
   let at = 0;
   const compiling = Promise.withResolvers<void>();
-  const built = new Rebuilder(dir, m, frontendOf(m), { ...o, onCompile: () => compiling.resolve() }).rebuildOnce().then((b) => {
+  const lock = buildLock(dir);
+  const release = () => void lock.then((l) => l.release(), () => {});
+  const built = lock.then(() => new Rebuilder(dir, m, frontendOf(m), { ...o, onCompile: () => compiling.resolve() }).rebuildOnce()).then((b) => {
     at = performance.now();
     return b;
   });
+  if (!hold) built.then(release, release);
   built.then(
     () => compiling.resolve(),
     () => compiling.resolve(),
@@ -43,7 +53,7 @@ export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions,
   const module = built.then((b) => b.module);
   built.catch(() => {});
   module.catch(() => {});
-  return { built, module, builtAt: () => at, compiling: compiling.promise };
+  return { built, module, builtAt: () => at, compiling: compiling.promise, release };
 }
 
 /**
@@ -61,5 +71,7 @@ export async function replayBeside<T>(rebuild: StartedRebuild | undefined, repla
   } catch (e) {
     if (rebuild) await rebuild.built; // a build error is the one to report (the replay may have failed only for lack of a module)
     throw e;
+  } finally {
+    rebuild?.release();
   }
 }

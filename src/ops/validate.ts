@@ -240,7 +240,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     force: o.force,
     fullBuild: o.fullBuild,
     ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
-  });
+  }, true); // the capture's build lock held until the replay loaded the module (replayBeside releases it)
   let r: ReplayResult;
   let compare: TimingComparison | null;
   try {

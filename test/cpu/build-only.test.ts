@@ -67,6 +67,29 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     }
   }, 60_000);
 
+  // adversary 35: five at once shared the pruned build's preprocessed TU; one compiler never ended, others found
+  // build/kernel.cubin removed or truncated (E_IO, E_ELF). The capture's build lock (src/util/build-lock.ts) takes them in turn.
+  test("five validate --build-only at once on one fresh capture: each builds (exit 0, the same registers), none hangs", async () => {
+    const { dir, env } = demo();
+    const runs = Array.from({ length: 5 }, () =>
+      Bun.spawn([process.execPath, MAIN, "validate", dir, "--build-only", "--json"], { env, stdout: "pipe", stderr: "pipe" }),
+    );
+    const killer = setTimeout(() => runs.forEach((r) => r.kill("SIGKILL")), 100_000);
+    try {
+      const docs = await Promise.all(
+        runs.map(async (r) => {
+          const [out, err, code] = await Promise.all([new Response(r.stdout).text(), new Response(r.stderr).text(), r.exited]);
+          expect(code, err).toBe(0);
+          return JSON.parse(out);
+        }),
+      );
+      expect(new Set(docs.map((d) => d.rebuild.registers)).size).toBe(1);
+      expect(docs[0].rebuild.registers).toBe(docs[0].rebuild.captured.registers);
+    } finally {
+      clearTimeout(killer);
+    }
+  }, 120_000);
+
   test("--arch builds for another GPU architecture, its figures that one's; without --build-only, or an arch nvcc does not take, a usage error; -arch in EXTRA_FLAGS says to use --arch (nu12 #4)", () => {
     const { dir, env } = demo();
     const r = kerncap(["validate", dir, "--build-only", "--arch", "sm_80", "--json"], env);

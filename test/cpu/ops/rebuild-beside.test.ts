@@ -7,9 +7,16 @@ function fakeRebuild() {
   const compiling = Promise.withResolvers<void>();
   const built = Promise.withResolvers<Rebuilt>();
   built.promise.catch(() => {});
-  const rb: StartedRebuild = { built: built.promise, module: built.promise.then((b) => b.module), builtAt: () => 0, compiling: compiling.promise };
+  const released = { n: 0 };
+  const rb: StartedRebuild = {
+    built: built.promise,
+    module: built.promise.then((b) => b.module),
+    builtAt: () => 0,
+    compiling: compiling.promise,
+    release: () => void released.n++,
+  };
   rb.module.catch(() => {});
-  return { rb, compiling, built };
+  return { rb, compiling, built, released };
 }
 
 describe("replayBeside", () => {
@@ -26,6 +33,8 @@ describe("replayBeside", () => {
     f.compiling.resolve();
     expect(await p).toBe(7);
     expect(order).toEqual(["compiler started", "replay"]);
+    // the capture's build lock is let go once the replay is done with the module
+    expect(f.released.n).toBe(1);
   });
 
   test("a replay that fails reports the build's error where the build failed", async () => {

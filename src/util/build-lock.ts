@@ -1,0 +1,110 @@
+/**
+ * The lock of a capture's build folder: one kerncap process at a time rebuilds a capture (build.sh
+ * writes DIR/build/kernel.cubin, the pruned build DIR/build/pruned/…, each removed and written again
+ * by every rebuild) and loads what it built. Five `validate --build-only` started at once on one
+ * capture shared the pruned build's preprocessed TU: one compiler read another's half-written file
+ * and never ended, others found build/kernel.cubin removed or truncated (adversary 35). An flock(2)
+ * on DIR/build/.kerncap-build.lock (created 0600, O_NOFOLLOW, in the folder opened without
+ * following a link): the kernel releases it when its holder exits, however it ends (SIGKILL too,
+ * and before the process is reaped), so a lock is never left behind. A process that finds it held
+ * waits, polling, and says once which process holds it.
+ */
+import { closeSync, constants, ftruncateSync, openSync, readFileSync, writeSync } from "node:fs";
+import { libc } from "../native/libc.ts";
+import { fdPath, openDirWalk } from "./write-file.ts";
+import { log } from "../log.ts";
+import { KerncapError } from "../errors.ts";
+
+/** The lock file in a capture's build/ (pack leaves build/ out; kerncap clean asks it too). */
+export const BUILD_LOCK = ".kerncap-build.lock";
+
+const LOCK_EX = 2;
+const LOCK_NB = 4;
+const LOCK_UN = 8;
+
+/** A held lock; release() is idempotent. */
+export interface BuildLock {
+  release(): void;
+}
+
+const NONE: BuildLock = { release() {} };
+
+/** The lock file's fd, opened (made where missing) in DIR/build, or undefined where it cannot be (a read-only capture: the build says its own error). */
+function openLock(dir: string): number | undefined {
+  try {
+    const build = openDirWalk(dir, ["build"], { create: true });
+    try {
+      // libuv opens with O_CLOEXEC: build.sh and its compilers do not inherit the lock
+      return openSync(fdPath(build.fd, BUILD_LOCK), constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+    } finally {
+      closeSync(build.fd);
+    }
+  } catch {
+    return undefined;
+  }
+}
+
+/** flock(fd, op) through libc; -1 where it failed (EWOULDBLOCK: held), or where libc cannot be loaded (treated as taken: no lock here). */
+function flock(fd: number, op: number): number {
+  try {
+    return libc().flock(fd, op);
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Try to take the build lock of the capture `dir` once: the lock, or undefined while another
+ * process holds it (`holder`: the pid it wrote). Where the lock file cannot be made (a read-only
+ * capture, no libc), a no-op lock: nothing to serialize, the build reports its own error.
+ */
+export function tryBuildLock(dir: string): { lock?: BuildLock; holder?: number } {
+  const fd = openLock(dir);
+  if (fd === undefined) return { lock: NONE };
+  if (flock(fd, LOCK_EX | LOCK_NB) !== 0) {
+    let holder: number | undefined;
+    try {
+      holder = Number(readFileSync(fdPath(fd), "utf8").trim()) || undefined;
+    } catch {
+      holder = undefined;
+    }
+    closeSync(fd);
+    return { holder };
+  }
+  try {
+    ftruncateSync(fd, 0);
+    writeSync(fd, `${process.pid}\n`, 0);
+  } catch {
+    /* the pid is only for the message of a process that waits */
+  }
+  let held = true;
+  return {
+    lock: {
+      release() {
+        if (!held) return;
+        held = false;
+        flock(fd, LOCK_UN);
+        closeSync(fd);
+      },
+    },
+  };
+}
+
+/**
+ * Take the build lock of the capture `dir`, waiting (polling every `pollMs`) while another kerncap
+ * process holds it; said once at the info level, naming the holder's pid.
+ * @throws KerncapError E_INTERRUPTED when `signal` aborts while waiting
+ */
+export async function buildLock(dir: string, signal?: AbortSignal, pollMs = 50): Promise<BuildLock> {
+  let said = false;
+  for (;;) {
+    const got = tryBuildLock(dir);
+    if (got.lock) return got.lock;
+    if (!said) {
+      said = true;
+      log.info(`waiting for another kerncap process${got.holder ? ` (pid ${got.holder})` : ""} that is building this capture (${BUILD_LOCK} in its build/)`);
+    }
+    if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", "stopped while waiting for another kerncap build of this capture", { exitCode: 130 });
+    await Bun.sleep(pollMs);
+  }
+}
