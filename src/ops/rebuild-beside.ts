@@ -40,11 +40,17 @@ export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions,
   let at = 0;
   const compiling = Promise.withResolvers<void>();
   const lock = buildLock(dir);
-  const release = () => void lock.then((l) => l.release(), () => {});
-  const built = lock.then(() => new Rebuilder(dir, m, frontendOf(m), { ...o, onCompile: () => compiling.resolve() }).rebuildOnce()).then((b) => {
-    at = performance.now();
-    return b;
-  });
+  const release = () =>
+    void lock.then(
+      (l) => l.release(),
+      () => {},
+    );
+  const built = lock
+    .then(() => new Rebuilder(dir, m, frontendOf(m), { ...o, onCompile: () => compiling.resolve() }).rebuildOnce())
+    .then((b) => {
+      at = performance.now();
+      return b;
+    });
   if (!hold) built.then(release, release);
   built.then(
     () => compiling.resolve(),

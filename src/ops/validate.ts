@@ -235,12 +235,17 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   const t0 = performance.now();
   // damaged judging settings (E_CHECKSUM) said before the build, not after it (or never, without a GPU)
   judgingInEffect(c.dir, m, true);
-  const rebuild = startRebuild(c.dir, m, {
-    quiet: o.quiet,
-    force: o.force,
-    fullBuild: o.fullBuild,
-    ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
-  }, true); // the capture's build lock held until the replay loaded the module (replayBeside releases it)
+  const rebuild = startRebuild(
+    c.dir,
+    m,
+    {
+      quiet: o.quiet,
+      force: o.force,
+      fullBuild: o.fullBuild,
+      ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
+    },
+    true,
+  ); // the capture's build lock held until the replay loaded the module (replayBeside releases it)
   let r: ReplayResult;
   let compare: TimingComparison | null;
   try {

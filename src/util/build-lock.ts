@@ -108,3 +108,34 @@ export async function buildLock(dir: string, signal?: AbortSignal, pollMs = 50):
     await Bun.sleep(pollMs);
   }
 }
+
+/**
+ * Hold the capture folder `dir` itself (flock on the folder's own fd: no file made) while `f`
+ * reads, changes and writes one of its files: two `kerncap judge` at once each read the stored
+ * settings, added theirs and wrote, and one's setting was lost though both said it was stored
+ * (adversary 35). A holder that does not let go within `waitMs` (ms) is E_BUSY; the kernel lets
+ * go of a lock whose holder ended. Waiting sleeps this thread (the holders keep it for
+ * milliseconds).
+ * @throws KerncapError E_BUSY, and what `f` throws
+ */
+export function withFolderLock<T>(dir: string, what: string, f: () => T, waitMs = 30_000): T {
+  let fd: number | undefined;
+  try {
+    fd = openDirWalk(dir).fd;
+  } catch {
+    return f(); // the folder's own error comes from f's reads
+  }
+  try {
+    const until = Date.now() + waitMs;
+    while (flock(fd, LOCK_EX | LOCK_NB) !== 0) {
+      if (Date.now() > until)
+        throw new KerncapError("E_BUSY", `another kerncap process kept ${dir} for ${Math.round(waitMs / 1000)} s while ${what}`, {
+          hint: "Wait for the other kerncap command on this capture to end (ps -ef | grep kerncap), then run this one again.",
+        });
+      Bun.sleepSync(10);
+    }
+    return f();
+  } finally {
+    closeSync(fd); // lets the lock go
+  }
+}

@@ -5,11 +5,13 @@
  * validate, check, tune, the MCP tools; their own options override it for one run). With no
  * setting given, prints the settings.
  */
-import { defineCommand, type ArgsDef } from "citty";
+import { defineCommand, type ArgsDef, type ParsedArgs } from "citty";
 import { resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { collectWarnings, log } from "../../log.ts";
 import { openCapture } from "../../format/capture-dir.ts";
+import type { Manifest } from "../../format/manifest.ts";
+import { withFolderLock } from "../../util/build-lock.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
 import {
@@ -152,65 +154,70 @@ export default defineCommand({
     try {
       const dir = String(args.dir);
       const { manifest: m } = openCapture(dir);
-      const given = toleranceOptions(args, rawArgs);
-      const changing = args.clear || args.expect !== undefined || Object.values(given).some((x) => x !== undefined);
-      // --clear starts from nothing: a stored file that no longer reads (changed by hand, damaged) is replaced, not read
-      const accept = trustArg(args.accept, rawArgs, "accept");
-      const read = args.clear ? storedOrNote(dir) : readJudgingFile(dir);
-      const prior = read?.settings;
-      let settings = prior ?? {};
-      let file: string | null = prior ? resolve(dir, JUDGE_FILE) : null;
-      // a received capture's settings not accepted (the sender's): a setting the user writes starts from none, never
-      // adopting the sender's others with it (trial 18: --rtol kept the sender's atol 1e308 and accepted it all)
-      // the same for a file another user owns or may write (trial 20: a team member copied atol 1e30 over a group-writable one)
-      const notOwn = prior !== undefined ? judgingNotOwn(dir, m) : undefined;
-      const unaccepted = notOwn !== undefined && !judgingAccepted(dir);
-      const senders = changing && !args.clear && !accept && prior !== undefined && unaccepted;
-      if (senders)
-        log.warn(
-          notOwn.kind === "received"
-            ? `the sender's judging settings (${describeJudging(prior)}) are not accepted: starting from none (kerncap judge ${shellPath(dir)} --accept adopts them)`
-            : `the judging settings in ${JUDGE_FILE} (${describeJudging(prior)}) are not accepted (${notOwn.why}): starting from none (kerncap judge ${shellPath(dir)} --accept adopts them)`,
-        );
-      else if (!changing && !accept && prior !== undefined && unaccepted) log.warn(unusedJudgingNote(dir, notOwn, read?.file)); // shown, and said unused, with the digest to accept them by
-      if (accept && read && notOwn) acceptable(dir, notOwn, read.file, accept);
-      if (changing) {
-        settings = judgedSettings(
-          senders ? undefined : prior,
-          given,
-          args.expect === undefined ? undefined : String(args.expect),
-          Boolean(args.clear) || senders,
-        );
-        // every region named must be one of this capture's, before anything is written
-        const params = readInCapture(dir, m.params.file, m.params.size);
-        const p = params ? new Uint8Array(params) : new Uint8Array(m.params.size);
-        if (settings.multiset) multisetRegions(m, p, settings.multiset);
-        for (const r of Object.keys(settings.dtypes ?? {})) multisetRegions(m, p, [r], "dtype");
-        // a type named now that does not fit its region (its size, the signature's type) is said, and stored as given
-        for (const w of regionDtypeWarnings(m, p, given.dtypes ?? {}, declaredRegionTypesOf(m))) log.warn(w);
-        file = writeJudging(dir, settings) ?? null;
-      }
-      // settings the user wrote, or accepted as they are: a received capture's replays use them from now on (judgingInEffect)
-      if (file && (changing || accept) && judgingNotOwn(dir, m)) {
-        // what is accepted is the bytes shown (read once above), or the file the user just wrote
-        if (!acceptJudging(dir, changing ? undefined : read?.file))
-          log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
-        else if (accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
-      } else if (accept && !file) log.info(`${dir} has no judging settings to accept`);
-      // a received capture's settings not accepted are shown as what they are: unused (as inspect says it);
-      // no settings, nothing used (inspect's judgingUsed false too: nu10 #11)
-      const used = file !== null && !judgingUnused(dir, m);
-      // the settings awaiting acceptance: the digest of the bytes shown, and the command that accepts them (nu10 #28)
-      const digest = !file || used ? undefined : changing ? readJudgingFile(dir)?.file : read?.file;
-      const awaiting = digest ? { digest, command: acceptCommand(shellPath(dir), digest) } : null;
-      if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings, used, accept: awaiting, warnings: warned.list });
-      else
-        printText(
-          `${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}${file && !used ? `; ${notUsedNote(dir, judgingNotOwn(dir, m), changing ? undefined : read?.file)}` : ""}\n`,
-        );
-      return 0;
+      // read, changed and written by one judge at a time (two at once each wrote over the other's setting: adversary 35)
+      return withFolderLock(dir, "judging settings were written", () => judgeLocked(dir, m, args, rawArgs, warned));
     } finally {
       warned.stop();
     }
   },
 });
+
+/**
+ * judge's work once it holds the capture folder (withFolderLock): the stored settings read, the
+ * given ones merged and written, acceptance, the document or line printed.
+ * @returns the exit status (0)
+ */
+function judgeLocked(dir: string, m: Manifest, args: ParsedArgs<typeof judgeArgs>, rawArgs: string[], warned: { list: string[] }): number {
+  const given = toleranceOptions(args, rawArgs);
+  const changing = Boolean(args.clear) || args.expect !== undefined || Object.values(given).some((x) => x !== undefined);
+  // --clear starts from nothing: a stored file that no longer reads (changed by hand, damaged) is replaced, not read
+  const accept = trustArg(args.accept, rawArgs, "accept");
+  const read = args.clear ? storedOrNote(dir) : readJudgingFile(dir);
+  const prior = read?.settings;
+  let settings = prior ?? {};
+  let file: string | null = prior ? resolve(dir, JUDGE_FILE) : null;
+  // a received capture's settings not accepted (the sender's): a setting the user writes starts from none, never
+  // adopting the sender's others with it (trial 18: --rtol kept the sender's atol 1e308 and accepted it all)
+  // the same for a file another user owns or may write (trial 20: a team member copied atol 1e30 over a group-writable one)
+  const notOwn = prior !== undefined ? judgingNotOwn(dir, m) : undefined;
+  const unaccepted = notOwn !== undefined && !judgingAccepted(dir);
+  const senders = changing && !args.clear && !accept && prior !== undefined && unaccepted;
+  if (senders)
+    log.warn(
+      notOwn.kind === "received"
+        ? `the sender's judging settings (${describeJudging(prior)}) are not accepted: starting from none (kerncap judge ${shellPath(dir)} --accept adopts them)`
+        : `the judging settings in ${JUDGE_FILE} (${describeJudging(prior)}) are not accepted (${notOwn.why}): starting from none (kerncap judge ${shellPath(dir)} --accept adopts them)`,
+    );
+  else if (!changing && !accept && prior !== undefined && unaccepted) log.warn(unusedJudgingNote(dir, notOwn, read?.file)); // shown, and said unused, with the digest to accept them by
+  if (accept && read && notOwn) acceptable(dir, notOwn, read.file, accept);
+  if (changing) {
+    settings = judgedSettings(senders ? undefined : prior, given, args.expect === undefined ? undefined : String(args.expect), Boolean(args.clear) || senders);
+    // every region named must be one of this capture's, before anything is written
+    const params = readInCapture(dir, m.params.file, m.params.size);
+    const p = params ? new Uint8Array(params) : new Uint8Array(m.params.size);
+    if (settings.multiset) multisetRegions(m, p, settings.multiset);
+    for (const r of Object.keys(settings.dtypes ?? {})) multisetRegions(m, p, [r], "dtype");
+    // a type named now that does not fit its region (its size, the signature's type) is said, and stored as given
+    for (const w of regionDtypeWarnings(m, p, given.dtypes ?? {}, declaredRegionTypesOf(m))) log.warn(w);
+    file = writeJudging(dir, settings) ?? null;
+  }
+  // settings the user wrote, or accepted as they are: a received capture's replays use them from now on (judgingInEffect)
+  if (file && (changing || accept) && judgingNotOwn(dir, m)) {
+    // what is accepted is the bytes shown (read once above), or the file the user just wrote
+    if (!acceptJudging(dir, changing ? undefined : read?.file))
+      log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
+    else if (accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
+  } else if (accept && !file) log.info(`${dir} has no judging settings to accept`);
+  // a received capture's settings not accepted are shown as what they are: unused (as inspect says it);
+  // no settings, nothing used (inspect's judgingUsed false too: nu10 #11)
+  const used = file !== null && !judgingUnused(dir, m);
+  // the settings awaiting acceptance: the digest of the bytes shown, and the command that accepts them (nu10 #28)
+  const digest = !file || used ? undefined : changing ? readJudgingFile(dir)?.file : read?.file;
+  const awaiting = digest ? { digest, command: acceptCommand(shellPath(dir), digest) } : null;
+  if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings, used, accept: awaiting, warnings: warned.list });
+  else
+    printText(
+      `${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}${file && !used ? `; ${notUsedNote(dir, judgingNotOwn(dir, m), changing ? undefined : read?.file)}` : ""}\n`,
+    );
+  return 0;
+}

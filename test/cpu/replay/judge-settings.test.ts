@@ -180,3 +180,21 @@ describe("whose judging settings a replay uses (trial 17: a sender's atol 1e308 
     }
   }, 60_000);
 });
+
+// adversary 35: two judges at once each read the stored settings, added theirs and wrote; one's was lost though both said "changed"
+describe("two kerncap judge at once on one capture", () => {
+  test("each setting is kept: the second judge reads what the first wrote (the capture folder held while one judge reads, merges and writes)", async () => {
+    const { makeCapture, tempDir } = await import("../fixtures.ts");
+    const main = join(import.meta.dir, "../../../src/cli/main.ts");
+    const env = { ...process.env, XDG_STATE_HOME: tempDir() };
+    const cap = join(tempDir(), "cap");
+    await makeCapture(cap);
+    for (let round = 0; round < 4; round++) {
+      writeJudging(cap, {});
+      const a = Bun.spawn([process.execPath, main, "judge", cap, "--atol", `0.${round + 1}`, "--json"], { stdout: "pipe", stderr: "pipe", env });
+      const b = Bun.spawn([process.execPath, main, "judge", cap, "--rtol", `0.0${round + 1}`, "--json"], { stdout: "pipe", stderr: "pipe", env });
+      expect([await a.exited, await b.exited]).toEqual([0, 0]);
+      expect(readJudging(cap), `round ${round}`).toEqual({ atol: Number(`0.${round + 1}`), rtol: Number(`0.0${round + 1}`) });
+    }
+  }, 60_000);
+});
