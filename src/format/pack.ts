@@ -11,7 +11,7 @@ import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/wri
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
-import { isLeftOutOfSources, RECEIVED_MARK } from "./file-names.ts";
+import { CLEAN_HOLDER, isLeftOutOfSources, RECEIVED_MARK } from "./file-names.ts";
 import { privateFields, redactText, shippedManifestOf } from "./redact.ts";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { changed, fileKind, MANIFEST_MAX_BYTES, openInCapture, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
@@ -104,6 +104,11 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
       if (r === BUILD_DIR) {
         // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
         out.left.push({ path: `${BUILD_DIR}/`, why: "the rebuild's outputs and scratch, made again by the next build" });
+        continue;
+      }
+      if (!rel && CLEAN_HOLDER.test(name)) {
+        // what a killed kerncap clean left: the build's outputs on their way out (adversary 35: pack refused the capture)
+        out.left.push({ path: `${name}/`, why: `left by a kerncap clean that was stopped (the next kerncap clean removes it)` });
         continue;
       }
       if (isLeftOutOfSources(r)) {

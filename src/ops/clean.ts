@@ -10,7 +10,7 @@
  * holder and removed there (cleanPart), and nothing is removed while an eval holds a lock in `build/eval/` (its builds would lose
  * their folder): the whole command refuses before removing anything.
  */
-import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, renameSync } from "node:fs";
+import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
@@ -20,6 +20,7 @@ import { captureSetMember } from "../format/paths.ts";
 import { EVAL_LOCK, EVAL_WORK_DIR, lockHolder } from "../eval/copies.ts";
 import { pidAlive } from "../leftovers.ts";
 import { fdPath, makePrivateTemp, openDirWalk } from "../util/write-file.ts";
+import { tryBuildLock, type BuildLock } from "../util/build-lock.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
 
 /** What `clean` removes of one capture: `build`, `build/eval`, `profile` (relative to the capture folder). */
@@ -141,12 +142,15 @@ function liveEvals(capFd: number): number[] {
  * there: never by a name another user who may write the capture folder could swap meanwhile
  * (src/util/replace-folder.ts, for the same reason).
  * @returns one entry per capture, in order; a capture with nothing to remove has `removed` empty
- * @throws KerncapError E_BUSY (exit 2) when an eval is running on one of them (its lock in build/eval): nothing removed
+ * Holders a killed clean left beside a part (staleHolders) are counted with it and removed.
+ * @throws KerncapError E_BUSY (exit 2) when an eval is running on one of them (its lock in build/eval), or a build
+ *   (validate, check --rebuild: the capture's build lock): nothing removed
  */
 export function cleanCaptures(dirs: readonly string[], o: CleanOptions = {}): CleanedCapture[] {
   const parts: CleanPart[] = [o.eval ? "build/eval" : "build", ...(o.profile ? (["profile"] as const) : [])];
   // each capture folder held open from here on (heldCapture): every later step goes through the fd, never the name again
   const held = dirs.map((dir) => ({ dir, fd: heldCapture(dir) }));
+  const locks: BuildLock[] = [];
   try {
     for (const { dir, fd } of held) {
       const pids = liveEvals(fd);
@@ -154,6 +158,16 @@ export function cleanCaptures(dirs: readonly string[], o: CleanOptions = {}): Cl
         throw new KerncapError("E_BUSY", `an eval is running on ${dir} (pid ${pids.join(", ")}, its lock in ${EVAL_WORK_DIR}/): nothing removed`, {
           hint: `Wait for it to end, or stop it; then clean again. A lock whose process is gone is no lock: ${EVAL_WORK_DIR}/.kerncap-eval-<pid>-*.lock.`,
         });
+    }
+    // a kerncap build of it under way (validate, check --rebuild: its build lock, src/util/build-lock.ts) would find its module
+    // gone before its replay loaded it; held from here to the end, so that none starts meanwhile
+    for (const { dir, fd } of held) {
+      const got = tryBuildLock(fdPath(fd), { create: false });
+      if (!got.lock)
+        throw new KerncapError("E_BUSY", `a kerncap build of ${dir} is running${got.holder ? ` (pid ${got.holder})` : ""}: nothing removed`, {
+          hint: "Wait for the validate (or check) on this capture to end, then clean again.",
+        });
+      locks.push(got.lock);
     }
     return held.map(({ dir, fd }) => {
       const removed: CleanedPart[] = [];
@@ -164,6 +178,7 @@ export function cleanCaptures(dirs: readonly string[], o: CleanOptions = {}): Cl
       return { dir, removed, bytes: removed.reduce((a, r) => a + r.bytes, 0) };
     });
   } finally {
+    for (const l of locks) l.release();
     for (const { fd } of held) closeSync(fd);
   }
 }
@@ -186,6 +201,34 @@ function heldCapture(dir: string): number {
   return fd;
 }
 
+/** Two sizes added (b may be missing). */
+function add(a: { bytes: number; files: number }, b: { bytes: number; files: number } | undefined): { bytes: number; files: number } {
+  return { bytes: a.bytes + (b?.bytes ?? 0), files: a.files + (b?.files ?? 0) };
+}
+
+/**
+ * The holders an earlier clean made beside the part `name` in the folder open as `parentFd`
+ * (`name.tmp-<pid>-<12 hex>`, src/format/file-names.ts CLEAN_HOLDER) and left there when it was
+ * killed: only a folder of this user's with no bit for group or others (as makePrivateTemp makes
+ * them) whose process is gone (pidAlive). Pack leaves them out; this clean removes them.
+ */
+function staleHolders(parentFd: number, name: string): string[] {
+  const uid = process.geteuid?.();
+  const re = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.tmp-(\\d+)-[0-9a-f]{12}$`);
+  let names: string[];
+  try {
+    names = readdirSync(fdPath(parentFd));
+  } catch {
+    return [];
+  }
+  return names.filter((n) => {
+    const m = re.exec(n);
+    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) return false;
+    const st = lstatSync(fdPath(parentFd, n), { throwIfNoEntry: false });
+    return st?.isDirectory() === true && (uid === undefined || st.uid === uid) && (st.mode & 0o077) === 0;
+  });
+}
+
 /** One part of the capture held open as `capFd` (cleanCaptures; `dir` its name in messages): its size, and unless dryRun its removal; undefined where it is not there (or its parent is a link). */
 function cleanPart(capFd: number, dir: string, path: CleanPart, dryRun: boolean): CleanedPart | undefined {
   const below = dirname(path) === "." ? undefined : dirname(path);
@@ -194,11 +237,14 @@ function cleanPart(capFd: number, dir: string, path: CleanPart, dryRun: boolean)
   if (parentFd === undefined) return undefined; // no build/, or a build that is no folder of the capture's: nothing of it to remove
   try {
     const name = basename(path);
-    if (dryRun) {
-      const size = partSize(parentFd, name);
-      return size && { path, bytes: size.bytes, files: size.files };
-    }
-    if (!lstatSync(fdPath(parentFd, name), { throwIfNoEntry: false })) return undefined;
+    // what an earlier clean, killed, left beside it: counted with the part and removed with it
+    const stale = staleHolders(parentFd, name);
+    const staleSize = stale.reduce((a, n) => add(a, partSize(parentFd, n)), { bytes: 0, files: 0 });
+    const withStale = (size: { bytes: number; files: number } | undefined): CleanedPart | undefined =>
+      size || stale.length ? { path, ...add(staleSize, size) } : undefined;
+    if (dryRun) return withStale(partSize(parentFd, name));
+    for (const n of stale) rmSync(fdPath(parentFd, n), { recursive: true, force: true });
+    if (!lstatSync(fdPath(parentFd, name), { throwIfNoEntry: false })) return withStale(undefined);
     try {
       accessSync(fdPath(parentFd), constants.W_OK);
     } catch {
@@ -213,8 +259,7 @@ function cleanPart(capFd: number, dir: string, path: CleanPart, dryRun: boolean)
       } catch (e) {
         throw systemError(Object.assign(e as object, { path: join(dir, path) })) ?? e; // EACCES …: said with its path
       }
-      const size = partSize(holder.fd, "old");
-      return { path, bytes: size?.bytes ?? 0, files: size?.files ?? 0 };
+      return withStale(partSize(holder.fd, "old") ?? { bytes: 0, files: 0 });
     } finally {
       holder.dispose(); // the part, through the holder's fd
     }

@@ -29,13 +29,13 @@ export interface BuildLock {
 
 const NONE: BuildLock = { release() {} };
 
-/** The lock file's fd, opened (made where missing) in DIR/build, or undefined where it cannot be (a read-only capture: the build says its own error). */
-function openLock(dir: string): number | undefined {
+/** The lock file's fd, opened (made where missing, unless `create` is false) in DIR/build, or undefined where it cannot be (a read-only capture: the build says its own error; none there). */
+function openLock(dir: string, create = true): number | undefined {
   try {
-    const build = openDirWalk(dir, ["build"], { create: true });
+    const build = openDirWalk(dir, ["build"], { create });
     try {
       // libuv opens with O_CLOEXEC: build.sh and its compilers do not inherit the lock
-      return openSync(fdPath(build.fd, BUILD_LOCK), constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+      return openSync(fdPath(build.fd, BUILD_LOCK), constants.O_RDWR | (create ? constants.O_CREAT : 0) | constants.O_NOFOLLOW, 0o600);
     } finally {
       closeSync(build.fd);
     }
@@ -56,10 +56,11 @@ function flock(fd: number, op: number): number {
 /**
  * Try to take the build lock of the capture `dir` once: the lock, or undefined while another
  * process holds it (`holder`: the pid it wrote). Where the lock file cannot be made (a read-only
- * capture, no libc), a no-op lock: nothing to serialize, the build reports its own error.
+ * capture, no libc; with `create` false, where there is none yet), a no-op lock: nothing to
+ * serialize, the build reports its own error.
  */
-export function tryBuildLock(dir: string): { lock?: BuildLock; holder?: number } {
-  const fd = openLock(dir);
+export function tryBuildLock(dir: string, o: { create?: boolean } = {}): { lock?: BuildLock; holder?: number } {
+  const fd = openLock(dir, o.create ?? true);
   if (fd === undefined) return { lock: NONE };
   if (flock(fd, LOCK_EX | LOCK_NB) !== 0) {
     let holder: number | undefined;

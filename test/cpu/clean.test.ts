@@ -197,3 +197,61 @@ test("a build/ nested past PATH_MAX is counted to a depth and removed whole, exi
   expect(JSON.parse(r.out).captures[0].removed[0].path).toBe("build");
   expect(existsSync(join(dir, "build"))).toBe(false);
 });
+
+// adversary 35: a clean killed mid-way left build.tmp-<pid>-<hex>/ in the capture; the next clean said nothing to remove and pack refused the capture
+test("what a killed clean left (build.tmp-<dead pid>-<hex>, 0700): the next clean counts and removes it, --dry-run says it; pack leaves it out", async () => {
+  const a = await built();
+  const { chmodSync, statSync } = await import("node:fs");
+  const left = join(a, "build.tmp-999999999-0123456789ab");
+  mkdirSync(join(left, "old"), { recursive: true });
+  writeFileSync(join(left, "old/kernel.cubin"), "x".repeat(1000));
+  chmodSync(left, 0o700);
+  // a look-alike of the user's (group-readable) or a live process's: left alone
+  const mine = join(a, "build.tmp-999999998-0123456789ab");
+  mkdirSync(mine, { mode: 0o755 });
+  chmodSync(mine, 0o755);
+  const { packCapture } = await import("../../src/format/archive.ts");
+  const packed = await packCapture(a, join(tempDir(), "a.zip"));
+  expect(JSON.stringify(packed)).toContain("left by a kerncap clean that was stopped");
+  const dry = cleanCaptures(cleanTargets([a]), { dryRun: true })[0]!;
+  expect(dry.removed[0]!.path).toBe("build");
+  expect(dry.bytes).toBeGreaterThanOrEqual(1000 + statSync(join(a, "build/kernel.cubin")).size);
+  expect(existsSync(left)).toBe(true);
+  const done = cleanCaptures(cleanTargets([a]))[0]!;
+  expect(done.bytes).toBe(dry.bytes);
+  expect(existsSync(left)).toBe(false);
+  expect(existsSync(join(a, "build"))).toBe(false);
+  expect(existsSync(mine)).toBe(true);
+  // and with only the leftover there (no build/): still removed and said
+  mkdirSync(join(left, "old"), { recursive: true });
+  chmodSync(left, 0o700);
+  expect(cleanCaptures(cleanTargets([a]))[0]!.removed.map((r) => r.path)).toEqual(["build"]);
+  expect(existsSync(left)).toBe(false);
+});
+
+test("a kerncap build of the capture under way (its build lock held): E_BUSY naming the pid, nothing removed", async () => {
+  const a = await built();
+  const { tryBuildLock } = await import("../../src/util/build-lock.ts");
+  const code = `const { tryBuildLock } = await import(${JSON.stringify(join(import.meta.dir, "../../src/util/build-lock.ts"))});
+    if (!tryBuildLock(${JSON.stringify(a)}).lock) process.exit(3); console.log("held"); await Bun.sleep(60000);`;
+  const child = Bun.spawn([process.execPath, "-e", code], { stdout: "pipe" });
+  try {
+    expect(new TextDecoder().decode((await child.stdout.getReader().read()).value)).toContain("held");
+    let err: unknown;
+    try {
+      cleanCaptures(cleanTargets([a]));
+    } catch (e) {
+      err = e;
+    }
+    expect((err as KerncapError).code).toBe("E_BUSY");
+    expect((err as KerncapError).message).toContain(`a kerncap build of ${a} is running (pid ${child.pid})`);
+    expect(existsSync(join(a, "build/kernel.cubin"))).toBe(true);
+  } finally {
+    child.kill("SIGKILL");
+    await child.exited;
+  }
+  const after = tryBuildLock(a).lock; // the kernel let it go with its holder
+  expect(after).toBeDefined();
+  after!.release();
+  expect(cleanCaptures(cleanTargets([a]))[0]!.removed.length).toBe(1);
+});
