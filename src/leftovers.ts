@@ -11,16 +11,28 @@ import { basename, dirname, join } from "node:path";
 
 /**
  * Is there a process with this pid? kill(pid, 0) is ESRCH for none; EPERM means one exists
- * (another user's). A pid reused by an unrelated process reads as alive: its folder is kept,
- * never wrongly removed.
+ * (another user's). A zombie (ended, not yet reaped by its parent: /proc/<pid>/stat's state Z)
+ * is none: it holds no lock and writes nothing (a killed check's results lock refused --resume
+ * while its parent had not reaped it: adversary 35). A pid reused by an unrelated process reads
+ * as alive: its folder is kept, never wrongly removed.
  */
 export function pidAlive(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+  return !zombie(pid);
+}
+
+/** Whether /proc says `pid` is a zombie (state Z after the command's closing parenthesis); false where /proc cannot tell. */
+function zombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
+  } catch {
+    return false;
   }
 }
 
