@@ -337,6 +337,8 @@ function openResults(
     );
   // appended to (nu7 #2: a former run's file was moved to FILE.previous, and a third run's lost the first's records): its earlier records stay, said
   const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume }) : undefined;
+  // a last record a kill cut short: dropped from the file (this eval appends after the whole ones), said (adversary 35: silent)
+  if (opened?.truncated && !o.resume) log.warn(`${o.jsonl}: its last line is not a whole record (an eval stopped while writing it): dropped`);
   if (opened?.earlier && !o.resume)
     log.info(
       `${o.jsonl} holds ${opened.earlier} record${opened.earlier > 1 ? "s" : ""} of earlier evals: this eval's are appended after them (--merge ranks them all; --resume would skip candidates they judged)`,

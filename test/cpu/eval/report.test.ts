@@ -140,6 +140,21 @@ test("a record whose numbers no run gives (speedup 1e999, low above high, negati
     ["fast.cu", 1],
     ["same.cu", 2],
   ]);
+  // a last line a kill cut short: left out, and said as check --merge says it (adversary 35: silent)
+  const whole = line("fast.cu");
+  const cut = join(d, "cut.jsonl");
+  writeFileSync(cut, `${whole}\n${line("same.cu").slice(0, 80)}`);
+  const said: string[] = [];
+  const write = process.stderr.write.bind(process.stderr);
+  (process.stderr as any).write = (c: string) => (said.push(String(c)), true);
+  let cutMerged: ReturnType<typeof mergeEval>;
+  try {
+    cutMerged = mergeEval([cut]);
+  } finally {
+    (process.stderr as any).write = write;
+  }
+  expect(cutMerged.candidates.map((c) => c.label)).toEqual(["fast.cu"]);
+  expect(said.join("")).toContain(`${cut}: its last line is not a whole record (a shard stopped while writing it): left out`);
   const cases: [string, string, RegExp][] = [
     // JSON has no Infinity: 1e999 reads as one
     [
