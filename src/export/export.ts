@@ -56,6 +56,8 @@ import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
+import { filesNotIn } from "../format/files-not-in.ts";
+import { differingFiles, sourceDigests } from "../format/source-digests.ts";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { writeMask } from "../util/folder-modes.ts";
 import { replaceFolder } from "../util/replace-folder.ts";
@@ -343,11 +345,27 @@ function isPreviousExport(out: string): boolean {
 function place(t: PrivateTemp, out: string, force: boolean): void {
   if (!existsSync(out)) return t.placeAt(out);
   checkOutputAgain(out, force);
+  sayWhatForceLoses(out, t.at);
   // judged again where no one else can swap it, and removed through a held fd (src/util/replace-folder.ts)
   replaceFolder(out, {
     refuse: (old) => (readdirSync(old).length === 0 || isPreviousExport(old) ? undefined : "neither an empty folder nor a kerncap export"),
     place: (d) => t.placeAt(d),
   });
+}
+
+/**
+ * Before --force replaces the previous export at `out` with the one written at `fresh`: a warning
+ * for the files it held that the new one does not (notes of the user's), and one for the files
+ * under src/ whose bytes differ from the new ones (the user's edits), as unpack --force says them
+ * (src/format/force-losses.ts; adversary 35: export -f dropped an edited src/ and a notes file
+ * without a word). --json gives them as `warnings`.
+ */
+function sayWhatForceLoses(out: string, fresh: string): void {
+  const some = (list: string[]) => `${list.length} file${list.length === 1 ? "" : "s"}: ${list.slice(0, 10).join(", ")}${list.length > 10 ? ", …" : ""}`;
+  const gone = filesNotIn(out, new Set(filesNotIn(fresh, new Set())));
+  if (gone.length) log.warn(`--force: replacing ${out} removes ${some(gone).replace(/^(\d+ files?):/, "$1 the new export does not hold:")}`);
+  const edited = differingFiles(out, sourceDigests(fresh, "src")).edited;
+  if (edited.length) log.warn(`--force: replacing ${out} discards the edits of ${some(edited)} (the capture's sources replace them)`);
 }
 
 function checkOutputAgain(out: string, force: boolean): void {

@@ -43,7 +43,7 @@ import { kc64 } from "../../src/format/kc64.ts";
 import { acceptJudging, writeJudging } from "../../src/replay/judge-settings.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
-import { grepTree, PLANTED, plantPrivate, tempDir } from "./fixtures.ts";
+import { grepTree, PLANTED, plantPrivate, stderrOf, tempDir } from "./fixtures.ts";
 import { log } from "../../src/log.ts";
 
 const CUDA_HOME = [process.env.CUDA_HOME, "/usr/local/cuda"].find((p): p is string => !!p && existsSync(join(p, "include/cuda.h")));
@@ -278,8 +278,14 @@ describe("kerncap export: the folder", () => {
     mkdirSync(stale);
     writeFileSync(join(stale, ".kerncap-temp"), "999999999\n");
     writeFileSync(join(out, "mine.txt"), "x");
-    expect(code(() => exportCapture(cap, out, { force: true }))).toBe("ok");
+    // what --force loses is said, as unpack --force says it (adversary 35: an edited src/ and a notes file went without a word)
+    const srcFile = readdirSync(join(out, "src")).find((n) => n.endsWith(".cu"))!;
+    writeFileSync(join(out, "src", srcFile), `${readFileSync(join(out, "src", srcFile), "utf8")}// my edit\n`);
+    const { err } = await stderrOf(() => code(() => exportCapture(cap, out, { force: true })));
+    expect(err).toContain(`--force: replacing ${out} removes 1 file the new export does not hold: mine.txt`);
+    expect(err).toContain(`--force: replacing ${out} discards the edits of 1 file: src/${srcFile}`);
     expect(existsSync(join(out, "mine.txt"))).toBe(false); // replaced whole
+    expect(readFileSync(join(out, "src", srcFile), "utf8")).not.toContain("// my edit");
     expect(existsSync(stale)).toBe(false);
     const other = join(out, "..", "other");
     mkdirSync(other);
