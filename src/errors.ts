@@ -160,23 +160,21 @@ export function systemError(e: unknown): KerncapError | undefined {
   const verb = (err.syscall && SYSCALL_VERBS[err.syscall]) ?? (err.syscall ? err.syscall : "reach");
   const path = err.path ? ` ${err.path}${err.dest ? ` to ${err.dest}` : ""}` : "";
   const message = path ? `cannot ${verb}${path}: ${what}` : `cannot ${verb}: ${what} (${err.message})`;
-  // a full disk or a size limit is the output's, never the input's (the archive, the capture): its own words
+  // a full disk or a size limit is the output's, never the input's (the archive, the capture): its own words; a copy's
+  // error names its source as path and the file written as dest (adversary 35: export blamed the capture's memory image)
+  const written = err.dest ?? err.path ?? "the output";
   if (err.code === "ENOSPC" || err.code === "EDQUOT") {
     return new KerncapError(
       "E_IO",
-      `${err.code === "ENOSPC" ? "no space left on device" : "disk quota exceeded"} while writing ${err.path ?? "the output"}; free space or choose another --out`,
+      `${err.code === "ENOSPC" ? "no space left on device" : "disk quota exceeded"} while writing ${written}; free space or choose another --out`,
       { hint: "What was written is removed; nothing is wrong with the input.", cause: e },
     );
   }
   if (err.code === "EFBIG") {
-    return new KerncapError(
-      "E_IO",
-      `file too large while writing ${err.path ?? "the output"}: past the file-size limit (ulimit -f) or the largest file its file system holds`,
-      {
-        hint: "Raise the limit (ulimit -f unlimited) or choose another --out on a file system that holds larger files; nothing is wrong with the input.",
-        cause: e,
-      },
-    );
+    return new KerncapError("E_IO", `file too large while writing ${written}: past the file-size limit (ulimit -f) or the largest file its file system holds`, {
+      hint: "Raise the limit (ulimit -f unlimited) or choose another --out on a file system that holds larger files; nothing is wrong with the input.",
+      cause: e,
+    });
   }
   const hint =
     err.code === "EIO"

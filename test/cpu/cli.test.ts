@@ -1112,6 +1112,9 @@ describe("command line (runCli: the one error path)", () => {
     expect(systemError(Object.assign(new Error("x"), { code: "ENOTDIR", syscall: "rename", path: "/a/b.tmp-1", dest: "/a/dang" }))?.message).toBe(
       "cannot rename /a/b.tmp-1 to /a/dang: a part of the path is not a folder (or is a dangling symbolic link)",
     );
+    // a copy that fills the disk names the file it wrote, not its source (adversary 35: export blamed the capture's memory image)
+    const full = Object.assign(new Error("x"), { code: "ENOSPC", syscall: "copyfile", path: "/cap/memory/before.bin", dest: "/out/data/memory/before.bin" });
+    expect(systemError(full)!.message).toBe("no space left on device while writing /out/data/memory/before.bin; free space or choose another --out");
     expect(systemError(new TypeError("undefined is not a function"))).toBeUndefined(); // a genuine bug stays E_INTERNAL
     expect(systemError(Object.assign(new Error("x"), { code: "ERR_INVALID_ARG_TYPE" }))).toBeUndefined();
     const dir = await fresh();
