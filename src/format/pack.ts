@@ -101,19 +101,9 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
         );
       }
       const r = rel ? `${rel}/${name}` : name;
-      if (r === BUILD_DIR) {
-        // the rebuild's outputs and scratch: not the capture's, and they name the packer's environment
-        out.left.push({ path: `${BUILD_DIR}/`, why: "the rebuild's outputs and scratch, made again by the next build" });
-        continue;
-      }
-      if (!rel && CLEAN_HOLDER.test(name)) {
-        // what a killed kerncap clean left: the build's outputs on their way out (adversary 35: pack refused the capture)
-        out.left.push({ path: `${name}/`, why: `left by a kerncap clean that was stopped (the next kerncap clean removes it)` });
-        continue;
-      }
-      if (isLeftOutOfSources(r)) {
-        // a vim swap file holds the user, the host and the file's absolute path
-        out.left.push({ path: r, why: EDITOR_LEFT_OUT });
+      const left = leftOut(r);
+      if (left) {
+        out.left.push(left);
         continue;
       }
       const why = unportableName(name);
@@ -257,6 +247,19 @@ export type PackOptions = { force?: boolean; onProgress?: ArchiveProgress; root?
 export interface LeftOut {
   path: string;
   why: string;
+}
+
+/**
+ * What pack leaves out at the capture-relative path `r`, with why, or undefined: build/ (the rebuild's
+ * outputs and scratch: not the capture's, and they name the packer's environment), a holder a killed
+ * kerncap clean left (CLEAN_HOLDER: the build's outputs on their way out; adversary 35: pack refused the
+ * capture), an editor's temporaries under src/ (a vim swap file holds the user, the host and the file's path).
+ */
+function leftOut(r: string): LeftOut | undefined {
+  if (r === BUILD_DIR) return { path: `${BUILD_DIR}/`, why: "the rebuild's outputs and scratch, made again by the next build" };
+  if (CLEAN_HOLDER.test(r)) return { path: `${r}/`, why: "left by a kerncap clean that was stopped (the next kerncap clean removes it)" };
+  if (isLeftOutOfSources(r)) return { path: r, why: EDITOR_LEFT_OUT };
+  return undefined;
 }
 
 async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () => Promise<void>): Promise<PackResult> {
