@@ -69,9 +69,28 @@ export function randomToken(): string {
   return Array.from(randomBytes(16), (b) => TOKEN_LETTERS[b % 36]).join("");
 }
 
-/** A temp name beside `path`: `path.tmp-<pid>-<random token>` (a new token at each call). */
+/** The longest file name (bytes) Linux file systems take, and the most a temp suffix (`.tmp-<pid>-<16 letters>`) adds. */
+const NAME_MAX = 255;
+const TEMP_SUFFIX_MAX = ".tmp-".length + 10 + 1 + 16;
+
+/**
+ * The stem of a temp name for the file name `name`: `name` itself, or, where `name` and a temp
+ * suffix would pass NAME_MAX bytes, its longest prefix (whole characters) that leaves room for one
+ * (adversary 35: an output named with 230–254 characters was refused, its temp name too long).
+ */
+export function tempStem(name: string): string {
+  if (Buffer.byteLength(name) + TEMP_SUFFIX_MAX <= NAME_MAX) return name;
+  let stem = "";
+  for (const ch of name) {
+    if (Buffer.byteLength(stem + ch) + TEMP_SUFFIX_MAX > NAME_MAX) break;
+    stem += ch;
+  }
+  return stem;
+}
+
+/** A temp name beside `path`: `path.tmp-<pid>-<random token>` (a new token at each call; the name's stem shortened where it is too long: tempStem). */
 export function tempFor(path: string, pid = process.pid): string {
-  return `${path}.tmp-${pid}-${randomToken()}`;
+  return join(dirname(path), `${tempStem(basename(path))}.tmp-${pid}-${randomToken()}`);
 }
 
 /** Whether a name ends like tempFor's (`.tmp-<pid>-<token>`), or a temp of kerncap before the token (`.tmp-<pid>`). */
@@ -82,7 +101,7 @@ export function isTempName(name: string): boolean {
 /** The `<base>.tmp-<pid>[-<token>]` and `<base>.old-<pid>` folders beside `base` (none when its folder cannot be read). */
 function tempSiblings(base: string): { path: string; kind: "tmp" | "old"; pid: number }[] {
   const dir = dirname(base);
-  const name = basename(base);
+  const name = tempStem(basename(base));
   let names: string[];
   try {
     names = readdirSync(dir);

@@ -28,3 +28,27 @@ test("a zombie reads as gone; a live process (this one) as alive; a pid no proce
     await sh.exited;
   }
 });
+
+// adversary 35: an output named with 230-254 characters (the limit is 255) was refused, its temp name too long
+test("a temp name fits NAME_MAX whatever the output's name: a long name's stem is shortened (whole characters), a short one kept", async () => {
+  const { tempFor, tempStem } = await import("../../src/leftovers.ts");
+  const { basename } = await import("node:path");
+  expect(basename(tempFor("/x/out.zip"))).toMatch(/^out\.zip\.tmp-\d+-[0-9a-z]{16}$/);
+  for (const name of ["c".repeat(254), "é".repeat(127), `${"a".repeat(220)}é€😀`]) {
+    const t = basename(tempFor(`/x/${name}`));
+    expect(Buffer.byteLength(t)).toBeLessThanOrEqual(255);
+    expect(name.startsWith(tempStem(name))).toBe(true);
+    expect(t.startsWith(`${tempStem(name)}.tmp-`)).toBe(true);
+    expect(t.includes("\uFFFD")).toBe(false);
+  }
+  // a 254-character output really made: unpack's and export's temps go through tempFor
+  const { mkdtempSync, mkdirSync, rmSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const { tmpdir } = await import("node:os");
+  const d = mkdtempSync(join(tmpdir(), "kerncap-long-"));
+  try {
+    mkdirSync(tempFor(join(d, "d".repeat(254))));
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
+});
