@@ -78,9 +78,7 @@ export function replaceFolder(
     try {
       o.place(dest);
     } catch (e) {
-      if (moved) back();
-      moved = false;
-      throw e;
+      throw takenMeanwhile(e, dest); // the old folder goes back below, or stays kept in the holder, said
     }
   } catch (e) {
     if (moved) {
@@ -101,4 +99,17 @@ export function replaceFolder(
   }
   holder.dispose(); // the old folder, through the fd: never by a name another user may swap
   closeSync(parentFd);
+}
+
+/**
+ * A placement at `dest` that failed because a folder appeared there meanwhile (ENOTEMPTY, EEXIST:
+ * another kerncap replacing the same folder; adversary 35: four `export -f` at once, the losers'
+ * E_IO named /proc/self/fd paths): E_EXISTS naming `dest`; any other error as it is.
+ */
+function takenMeanwhile(e: unknown, dest: string): unknown {
+  const code = (e as NodeJS.ErrnoException)?.code;
+  if (code !== "ENOTEMPTY" && code !== "EEXIST") return e;
+  return new KerncapError("E_EXISTS", `${dest} was written by another process while kerncap replaced it; this run's folder was not placed`, {
+    hint: "Another kerncap (or another program) writes the same folder: let it finish, then run this one again (--force replaces what is there).",
+  });
 }

@@ -102,3 +102,30 @@ test("the parent swapped for a link to another folder of the user's between the 
   expect(existsSync(join(moved, "cap/kerncap.json"))).toBe(true); // the old folder back in its own parent
   expect(readdirSync(moved).sort()).toEqual(["cap", "fresh", "notes"]);
 });
+
+// adversary 35: four `export -f` at once onto one folder; a loser's E_IO named /proc/self/fd paths
+test("another process places its folder at the name while this one replaces it: E_EXISTS naming the folder, theirs kept, the old one kept in the holder and said", async () => {
+  const t = await team();
+  let e: unknown;
+  const { stderrOf } = await import("../fixtures.ts");
+  const { err } = await stderrOf(() => {
+    try {
+      replaceFolder(t.cap, {
+        refuse,
+        place: (d) => {
+          mkdirSync(d); // the other process's folder lands first
+          writeFileSync(join(d, "theirs.txt"), "theirs\n");
+          renameSync(t.fresh, d); // ENOTEMPTY
+        },
+      });
+    } catch (x) {
+      e = x;
+    }
+  });
+  expect(isKerncapError(e) && e.code).toBe("E_EXISTS");
+  expect((e as Error).message).toBe(`${t.cap} was written by another process while kerncap replaced it; this run's folder was not placed`);
+  expect(readdirSync(t.cap)).toEqual(["theirs.txt"]);
+  expect(err).toContain("the folder that was there is kept in");
+  const kept = readdirSync(t.parent).find((n) => n.startsWith("cap.tmp-"))!;
+  expect(existsSync(join(t.parent, kept, "old", "kerncap.json"))).toBe(true);
+});
