@@ -9,7 +9,7 @@
  * and before the process is reaped), so a lock is never left behind. A process that finds it held
  * waits, polling, and says once which process holds it.
  */
-import { closeSync, constants, ftruncateSync, openSync, readFileSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readFileSync, writeSync } from "node:fs";
 import { libc } from "../native/libc.ts";
 import { fdPath, openDirWalk } from "./write-file.ts";
 import { log } from "../log.ts";
@@ -56,12 +56,21 @@ function flock(fd: number, op: number): number {
 /**
  * Try to take the build lock of the capture `dir` once: the lock, or undefined while another
  * process holds it (`holder`: the pid it wrote). Where the lock file cannot be made (a read-only
- * capture, no libc; with `create` false, where there is none yet), a no-op lock: nothing to
- * serialize, the build reports its own error.
+ * capture, no libc; with `create` false, where there is none yet), or where the file is not this
+ * user's alone (another user's could be held by them forever), a no-op lock: nothing to serialize,
+ * the build reports its own error.
  */
 export function tryBuildLock(dir: string, o: { create?: boolean } = {}): { lock?: BuildLock; holder?: number } {
   const fd = openLock(dir, o.create ?? true);
   if (fd === undefined) return { lock: NONE };
+  // a lock file another user made (in a build/ others may write) is not taken: its maker could hold it and keep every
+  // build of the capture waiting; such a capture's builds are not serialized (its other checks still hold)
+  const st = fstatSync(fd);
+  const uid = process.geteuid?.();
+  if ((uid !== undefined && st.uid !== uid) || (st.mode & 0o077) !== 0) {
+    closeSync(fd);
+    return { lock: NONE };
+  }
   if (flock(fd, LOCK_EX | LOCK_NB) !== 0) {
     let holder: number | undefined;
     try {

@@ -61,3 +61,19 @@ describe("the build lock of a capture", () => {
     held.release();
   });
 });
+
+describe("a lock file that is not the user's alone", () => {
+  test("one others may read or write (mode 0644, 0666: planted in a shared build/) is not taken: a no-op lock, never a wait", () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, "build"));
+    const { writeFileSync, chmodSync } = require("node:fs") as typeof import("node:fs");
+    writeFileSync(join(dir, "build", BUILD_LOCK), "1\n");
+    chmodSync(join(dir, "build", BUILD_LOCK), 0o666);
+    const a = tryBuildLock(dir);
+    const b = tryBuildLock(dir);
+    expect(a.lock).toBeDefined();
+    expect(b.lock).toBeDefined(); // not serialized, and never waiting on whoever holds that file
+    a.lock!.release();
+    b.lock!.release();
+  });
+});
