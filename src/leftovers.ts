@@ -6,7 +6,7 @@
  * that another user who can write the folder cannot plant a link under the next name.
  */
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 /**
@@ -176,4 +176,22 @@ export function processesWritingInto(folder: string): number[] {
     if (env.subarray(0, want.length).equals(want) || env.includes(Buffer.concat([Buffer.from([0]), want]))) found.push(Number(pid));
   }
   return found;
+}
+
+/** The largest pid Linux gives (PID_MAX_LIMIT, 2^22): a name holding a larger one, or one written with a leading zero, is no process's. */
+const PID_MAX = 4194304;
+
+/**
+ * Whether `path` is the holder a killed `kerncap clean` left beside the part `part` (`build`,
+ * `profile`, `eval`): named `<part>.tmp-<pid>-<12 hex>` with a pid as kerncap writes it (no leading
+ * zero, at most PID_MAX), whose process is gone (pidAlive), a folder (lstat: no link) of the
+ * effective user's with no bit for group or others, as makePrivateTemp makes it. Anything else of
+ * such a name is the user's (adversary 36: folders numbered 0, 0099993 or past any pid were removed).
+ */
+export function staleCleanHolder(path: string, part: string): boolean {
+  const m = new RegExp(`^${part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.tmp-([1-9]\\d{0,6})-[0-9a-f]{12}$`).exec(basename(path));
+  if (!m || Number(m[1]) > PID_MAX || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) return false;
+  const st = lstatSync(path, { throwIfNoEntry: false });
+  const uid = process.geteuid?.();
+  return st?.isDirectory() === true && (uid === undefined || st.uid === uid) && (st.mode & 0o077) === 0;
 }

@@ -57,7 +57,7 @@ import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { filesNotIn } from "../format/files-not-in.ts";
-import { differingFiles, sourceDigests } from "../format/source-digests.ts";
+import { digestOf } from "../format/source-digests.ts";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { writeMask } from "../util/folder-modes.ts";
 import { replaceFolder } from "../util/replace-folder.ts";
@@ -355,8 +355,8 @@ function place(t: PrivateTemp, out: string, force: boolean): void {
 
 /**
  * Before --force replaces the previous export at `out` with the one written at `fresh`: a warning
- * for the files it held that the new one does not (notes of the user's), and one for the files
- * under src/ whose bytes differ from the new ones (the user's edits), as unpack --force says them
+ * for the files it held that the new one does not (notes of the user's), and one for the files of
+ * the program (all but data/) whose bytes differ from the new ones (the user's edits), as unpack --force says them
  * (src/format/force-losses.ts; adversary 35: export -f dropped an edited src/ and a notes file
  * without a word). --json gives them as `warnings`.
  */
@@ -364,8 +364,15 @@ function sayWhatForceLoses(out: string, fresh: string): void {
   const some = (list: string[]) => `${list.length} file${list.length === 1 ? "" : "s"}: ${list.slice(0, 10).join(", ")}${list.length > 10 ? ", …" : ""}`;
   const gone = filesNotIn(out, new Set(filesNotIn(fresh, new Set())));
   if (gone.length) log.warn(`--force: replacing ${out} removes ${some(gone).replace(/^(\d+ files?):/, "$1 the new export does not hold:")}`);
-  const edited = differingFiles(out, sourceDigests(fresh, "src")).edited;
-  if (edited.length) log.warn(`--force: replacing ${out} discards the edits of ${some(edited)} (the capture's sources replace them)`);
+  // every file of the program (src/, Makefile, repro.c, capture.h, README.md …) whose bytes differ: the user's edits;
+  // data/ is the capture's copy, compared by its checksums elsewhere (adversary 36: edits of Makefile and repro.c went unsaid)
+  const edited = filesNotIn(fresh, new Set())
+    .filter((f) => !f.startsWith("data/"))
+    .filter((f) => {
+      const mine = digestOf(out, f);
+      return mine !== undefined && mine !== digestOf(fresh, f);
+    });
+  if (edited.length) log.warn(`--force: replacing ${out} discards the edits of ${some(edited)} (the export's own files replace them)`);
 }
 
 function checkOutputAgain(out: string, force: boolean): void {

@@ -6,6 +6,7 @@
  */
 import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, statSync, type Stats } from "node:fs";
 import { basename, join, posix, resolve, sep } from "node:path";
+import { staleCleanHolder } from "../leftovers.ts";
 import { KerncapError, whileReading } from "../errors.ts";
 import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { StopSignals } from "../process-group.ts";
@@ -101,7 +102,7 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
         );
       }
       const r = rel ? `${rel}/${name}` : name;
-      const left = leftOut(r);
+      const left = leftOut(dir, r);
       if (left) {
         out.left.push(left);
         continue;
@@ -250,14 +251,18 @@ export interface LeftOut {
 }
 
 /**
- * What pack leaves out at the capture-relative path `r`, with why, or undefined: build/ (the rebuild's
+ * What pack leaves out at the capture-relative path `r` of the capture `dir`, with why, or undefined: build/ (the rebuild's
  * outputs and scratch: not the capture's, and they name the packer's environment), a holder a killed
  * kerncap clean left (CLEAN_HOLDER: the build's outputs on their way out; adversary 35: pack refused the
  * capture), an editor's temporaries under src/ (a vim swap file holds the user, the host and the file's path).
  */
-function leftOut(r: string): LeftOut | undefined {
+function leftOut(dir: string, r: string): LeftOut | undefined {
   if (r === BUILD_DIR) return { path: `${BUILD_DIR}/`, why: "the rebuild's outputs and scratch, made again by the next build" };
-  if (CLEAN_HOLDER.test(r)) return { path: `${r}/`, why: "left by a kerncap clean that was stopped (the next kerncap clean removes it)" };
+  // only what the next clean removes (its process gone, a 0700 folder of the user's): a folder of that look with
+  // data of the user's is packed or refused as any other (adversary 36: a live pid's 0755 one was left out)
+  const holder = CLEAN_HOLDER.exec(r);
+  if (holder && staleCleanHolder(join(dir, r), holder[1]!))
+    return { path: `${r}/`, why: "left by a kerncap clean that was stopped (the next kerncap clean removes it)" };
   if (isLeftOutOfSources(r)) return { path: r, why: EDITOR_LEFT_OUT };
   return undefined;
 }

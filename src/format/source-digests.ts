@@ -24,7 +24,7 @@ const SOURCE_MAX = 64 << 20;
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 
 /** The SHA-256 of file `rel` of `dir` (read inside it, no link followed), undefined when it is no regular file or too large. */
-function digestOf(dir: string, rel: string): string | undefined {
+export function digestOf(dir: string, rel: string): string | undefined {
   try {
     const b = readInCapture(dir, rel, SOURCE_MAX);
     return b ? sha256(b) : undefined;

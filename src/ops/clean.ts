@@ -18,7 +18,7 @@ import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { captureSetMember } from "../format/paths.ts";
 import { EVAL_LOCK, EVAL_WORK_DIR, lockHolder } from "../eval/copies.ts";
-import { pidAlive } from "../leftovers.ts";
+import { pidAlive, staleCleanHolder } from "../leftovers.ts";
 import { fdPath, makePrivateTemp, openDirWalk } from "../util/write-file.ts";
 import { tryBuildLock, type BuildLock } from "../util/build-lock.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
@@ -162,7 +162,7 @@ export function cleanCaptures(dirs: readonly string[], o: CleanOptions = {}): Cl
     // a kerncap build of it under way (validate, check --rebuild: its build lock, src/util/build-lock.ts) would find its module
     // gone before its replay loaded it; held from here to the end, so that none starts meanwhile
     for (const { dir, fd } of held) {
-      const got = tryBuildLock(fdPath(fd), { create: false });
+      const got = tryBuildLock(fdPath(fd), { create: false, lenient: true });
       if (!got.lock)
         throw new KerncapError("E_BUSY", `a kerncap build of ${dir} is running${got.holder ? ` (pid ${got.holder})` : ""}: nothing removed`, {
           hint: "Wait for the validate (or check) on this capture to end, then clean again.",
@@ -208,25 +208,18 @@ function add(a: { bytes: number; files: number }, b: { bytes: number; files: num
 
 /**
  * The holders an earlier clean made beside the part `name` in the folder open as `parentFd`
- * (`name.tmp-<pid>-<12 hex>`, src/format/file-names.ts CLEAN_HOLDER) and left there when it was
- * killed: only a folder of this user's with no bit for group or others (as makePrivateTemp makes
- * them) whose process is gone (pidAlive). Pack leaves them out; this clean removes them.
+ * (`name.tmp-<pid>-<12 hex>`) and left there when it was killed (src/leftovers.ts staleCleanHolder:
+ * a pid as kerncap writes it and gone, a 0700 folder of this user's). Pack leaves them out; this
+ * clean removes them.
  */
 function staleHolders(parentFd: number, name: string): string[] {
-  const uid = process.geteuid?.();
-  const re = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.tmp-(\\d+)-[0-9a-f]{12}$`);
   let names: string[];
   try {
     names = readdirSync(fdPath(parentFd));
   } catch {
     return [];
   }
-  return names.filter((n) => {
-    const m = re.exec(n);
-    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) return false;
-    const st = lstatSync(fdPath(parentFd, n), { throwIfNoEntry: false });
-    return st?.isDirectory() === true && (uid === undefined || st.uid === uid) && (st.mode & 0o077) === 0;
-  });
+  return names.filter((n) => n.startsWith(`${name}.tmp-`) && staleCleanHolder(fdPath(parentFd, n), name));
 }
 
 /** One part of the capture held open as `capFd` (cleanCaptures; `dir` its name in messages): its size, and unless dryRun its removal; undefined where it is not there (or its parent is a link). */

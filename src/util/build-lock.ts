@@ -10,6 +10,7 @@
  * waits, polling, and says once which process holds it.
  */
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readFileSync, writeSync } from "node:fs";
+import { join } from "node:path";
 import { libc } from "../native/libc.ts";
 import { fdPath, openDirWalk } from "./write-file.ts";
 import { log } from "../log.ts";
@@ -29,19 +30,40 @@ export interface BuildLock {
 
 const NONE: BuildLock = { release() {} };
 
-/** The lock file's fd, opened (made where missing, unless `create` is false) in DIR/build, or undefined where it cannot be (a read-only capture: the build says its own error; none there). */
-function openLock(dir: string, create = true): number | undefined {
+/**
+ * The lock file `name`'s fd, opened (made where missing, unless `create` is false) in DIR/build, or
+ * undefined where it cannot be (a read-only capture, no build/: the build says its own error).
+ * Something else at its name (a link, dangling or not, a folder, a FIFO) is E_UNSAFE_PATH, unless
+ * `lenient` (clean, which removes build/ whole): a lock that could not be taken would otherwise be
+ * skipped without a word (adversary 36: a folder at its name let clean remove a build under way).
+ * @throws KerncapError E_UNSAFE_PATH
+ */
+function openLock(dir: string, name: string, create = true, lenient = false): number | undefined {
+  let build: number;
   try {
-    const build = openDirWalk(dir, ["build"], { create });
-    try {
-      // libuv opens with O_CLOEXEC: build.sh and its compilers do not inherit the lock
-      return openSync(fdPath(build.fd, BUILD_LOCK), constants.O_RDWR | (create ? constants.O_CREAT : 0) | constants.O_NOFOLLOW, 0o600);
-    } finally {
-      closeSync(build.fd);
-    }
+    build = openDirWalk(dir, ["build"], { create }).fd;
   } catch {
     return undefined;
   }
+  let fd: number | undefined;
+  let odd = false;
+  try {
+    // libuv opens with O_CLOEXEC: build.sh and its compilers do not inherit the lock
+    fd = openSync(fdPath(build, name), constants.O_RDWR | (create ? constants.O_CREAT : 0) | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  } catch (e) {
+    odd = ["ELOOP", "EISDIR", "ENXIO", "ENOTDIR"].includes((e as NodeJS.ErrnoException).code ?? "");
+  } finally {
+    closeSync(build);
+  }
+  if (fd !== undefined && fstatSync(fd).isFile()) return fd;
+  if (fd !== undefined) {
+    closeSync(fd);
+    odd = true;
+  }
+  if (!odd || lenient) return undefined;
+  throw new KerncapError("E_UNSAFE_PATH", `${join(dir, "build", name)} is not a regular file: kerncap's lock of this capture's builds cannot be taken`, {
+    hint: `Remove it (rm -r ${join(dir, "build", name)}, or kerncap clean ${dir}), then run this again.`,
+  });
 }
 
 /** flock(fd, op) through libc; -1 where it failed (EWOULDBLOCK: held), or where libc cannot be loaded (treated as taken: no lock here). */
@@ -60,8 +82,8 @@ function flock(fd: number, op: number): number {
  * user's alone (another user's could be held by them forever), a no-op lock: nothing to serialize,
  * the build reports its own error.
  */
-export function tryBuildLock(dir: string, o: { create?: boolean } = {}): { lock?: BuildLock; holder?: number } {
-  const fd = openLock(dir, o.create ?? true);
+export function tryBuildLock(dir: string, o: { create?: boolean; lenient?: boolean; name?: string } = {}): { lock?: BuildLock; holder?: number } {
+  const fd = openLock(dir, o.name ?? BUILD_LOCK, o.create ?? true, o.lenient ?? false);
   if (fd === undefined) return { lock: NONE };
   // a lock file another user made (in a build/ others may write) is not taken: its maker could hold it and keep every
   // build of the capture waiting; such a capture's builds are not serialized (its other checks still hold)
@@ -119,33 +141,39 @@ export async function buildLock(dir: string, signal?: AbortSignal, pollMs = 50):
   }
 }
 
+/** The lock file of `kerncap judge`'s read, merge and write of the judging settings (in build/, kerncap's own folder, which pack leaves out). */
+export const JUDGE_LOCK = ".kerncap-judge.lock";
+
 /**
- * Hold the capture folder `dir` itself (flock on the folder's own fd: no file made) while `f`
- * reads, changes and writes one of its files: two `kerncap judge` at once each read the stored
+ * Hold the lock `name` (a 0600 file of this user's in `dir`/build: tryBuildLock) while `f` reads,
+ * changes and writes one of the capture's files: two `kerncap judge` at once each read the stored
  * settings, added theirs and wrote, and one's setting was lost though both said it was stored
- * (adversary 35). A holder that does not let go within `waitMs` (ms) is E_BUSY; the kernel lets
- * go of a lock whose holder ended. Waiting sleeps this thread (the holders keep it for
- * milliseconds).
- * @throws KerncapError E_BUSY, and what `f` throws
+ * (adversary 35). A file of the user's own: another user who may only read the folder cannot hold
+ * it (adversary 36 starved judge through an flock on the folder itself). A holder that does not
+ * let go within `waitMs` (ms) is E_BUSY; the kernel lets go of a lock whose holder ended. Waiting
+ * sleeps this thread (the holders keep it for milliseconds). Where no lock can be made (a
+ * read-only capture), `f` runs alone: its writes say their own error.
+ * @throws KerncapError E_BUSY, E_UNSAFE_PATH (something else at the lock's name), and what `f` throws
  */
-export function withFolderLock<T>(dir: string, what: string, f: () => T, waitMs = 30_000): T {
-  let fd: number | undefined;
-  try {
-    fd = openDirWalk(dir).fd;
-  } catch {
-    return f(); // the folder's own error comes from f's reads
-  }
-  try {
-    const until = Date.now() + waitMs;
-    while (flock(fd, LOCK_EX | LOCK_NB) !== 0) {
-      if (Date.now() > until)
-        throw new KerncapError("E_BUSY", `another kerncap process kept ${dir} for ${Math.round(waitMs / 1000)} s while ${what}`, {
-          hint: "Wait for the other kerncap command on this capture to end (ps -ef | grep kerncap), then run this one again.",
-        });
-      Bun.sleepSync(10);
+export function withCaptureLock<T>(dir: string, name: string, what: string, f: () => T, waitMs = 30_000): T {
+  const until = Date.now() + waitMs;
+  for (;;) {
+    const got = tryBuildLock(dir, { name });
+    if (got.lock) {
+      try {
+        return f();
+      } finally {
+        got.lock.release();
+      }
     }
-    return f();
-  } finally {
-    closeSync(fd); // lets the lock go
+    if (Date.now() > until)
+      throw new KerncapError(
+        "E_BUSY",
+        `another kerncap process${got.holder ? ` (pid ${got.holder})` : ""} kept ${dir} for ${Math.round(waitMs / 1000)} s while ${what}`,
+        {
+          hint: "Wait for the other kerncap command on this capture to end (ps -ef | grep kerncap), then run this one again.",
+        },
+      );
+    Bun.sleepSync(10);
   }
 }

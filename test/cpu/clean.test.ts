@@ -199,18 +199,34 @@ test("a build/ nested past PATH_MAX is counted to a depth and removed whole, exi
 });
 
 // adversary 35: a clean killed mid-way left build.tmp-<pid>-<hex>/ in the capture; the next clean said nothing to remove and pack refused the capture
-test("what a killed clean left (build.tmp-<dead pid>-<hex>, 0700): the next clean counts and removes it, --dry-run says it; pack leaves it out", async () => {
+test("what a killed clean left (build.tmp-<dead pid>-<hex>, 0700; pid 4194303, the largest Linux gives, none here): the next clean counts and removes it, --dry-run says it; pack leaves it out", async () => {
   const a = await built();
+  const { packCapture } = await import("../../src/format/archive.ts");
   const { chmodSync, statSync } = await import("node:fs");
-  const left = join(a, "build.tmp-999999999-0123456789ab");
+  const left = join(a, "build.tmp-4194303-0123456789ab");
   mkdirSync(join(left, "old"), { recursive: true });
   writeFileSync(join(left, "old/kernel.cubin"), "x".repeat(1000));
   chmodSync(left, 0o700);
   // a look-alike of the user's (group-readable) or a live process's: left alone
-  const mine = join(a, "build.tmp-999999998-0123456789ab");
+  const mine = join(a, "build.tmp-4194302-0123456789ab");
   mkdirSync(mine, { mode: 0o755 });
   chmodSync(mine, 0o755);
-  const { packCapture } = await import("../../src/format/archive.ts");
+  // numbered as no pid kerncap writes (0, a leading zero, past PID_MAX): the user's, however private (adversary 36)
+  const odd = ["build.tmp-0-abcdefabcdef", "build.tmp-0099993-abcdefabcdef", "build.tmp-99999999999999999999-abcdefabcdef"].map((n) => join(a, n));
+  for (const o of odd) {
+    mkdirSync(o);
+    chmodSync(o, 0o700);
+  }
+  // a live process's 0755 one holding the user's notes: pack takes it as any other folder (refused), never "left out"
+  const live = join(a, `profile.tmp-${process.pid}-abcdefabcdef`);
+  mkdirSync(live);
+  writeFileSync(join(live, "notes.txt"), "mine");
+  const packLive = await packCapture(a, join(tempDir(), "live.zip")).then(
+    () => "packed",
+    (e: KerncapError) => e.code,
+  );
+  expect(packLive).toBe("E_PACK_NAME");
+  (await import("node:fs")).rmSync(live, { recursive: true });
   const packed = await packCapture(a, join(tempDir(), "a.zip"));
   expect(JSON.stringify(packed)).toContain("left by a kerncap clean that was stopped");
   const dry = cleanCaptures(cleanTargets([a]), { dryRun: true })[0]!;
@@ -222,6 +238,7 @@ test("what a killed clean left (build.tmp-<dead pid>-<hex>, 0700): the next clea
   expect(existsSync(left)).toBe(false);
   expect(existsSync(join(a, "build"))).toBe(false);
   expect(existsSync(mine)).toBe(true);
+  for (const o of odd) expect(existsSync(o), o).toBe(true);
   // and with only the leftover there (no build/): still removed and said
   mkdirSync(join(left, "old"), { recursive: true });
   chmodSync(left, 0o700);

@@ -11,7 +11,7 @@ import { KerncapError } from "../../errors.ts";
 import { collectWarnings, log } from "../../log.ts";
 import { openCapture } from "../../format/capture-dir.ts";
 import type { Manifest } from "../../format/manifest.ts";
-import { withFolderLock } from "../../util/build-lock.ts";
+import { JUDGE_LOCK, withCaptureLock } from "../../util/build-lock.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
 import { readInCapture } from "../../format/paths.ts";
 import {
@@ -155,7 +155,7 @@ export default defineCommand({
       const dir = String(args.dir);
       const { manifest: m } = openCapture(dir);
       // read, changed and written by one judge at a time (two at once each wrote over the other's setting: adversary 35)
-      return withFolderLock(dir, "judging settings were written", () => judgeLocked(dir, m, args, rawArgs, warned));
+      return withCaptureLock(dir, JUDGE_LOCK, "judging settings were written", () => judgeLocked(dir, m, args, rawArgs, warned));
     } finally {
       warned.stop();
     }
@@ -163,7 +163,7 @@ export default defineCommand({
 });
 
 /**
- * judge's work once it holds the capture folder (withFolderLock): the stored settings read, the
+ * judge's work once it holds the capture's judge lock (withCaptureLock): the stored settings read, the
  * given ones merged and written, acceptance, the document or line printed.
  * @returns the exit status (0)
  */

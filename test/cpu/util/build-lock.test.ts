@@ -77,3 +77,30 @@ describe("a lock file that is not the user's alone", () => {
     b.lock!.release();
   });
 });
+
+// adversary 36: a folder, FIFO or link at the lock's name let validate build without the lock, and clean remove a build under way
+describe("something else at the lock's name", () => {
+  test("a folder, a FIFO, a link (dangling or not): E_UNSAFE_PATH naming it, nothing followed; clean's lenient look takes it as no lock", () => {
+    for (const kind of ["dir", "fifo", "link", "dangling"] as const) {
+      const dir = tempDir();
+      mkdirSync(join(dir, "build"));
+      const at = join(dir, "build", BUILD_LOCK);
+      const target = join(tempDir(), "t");
+      if (kind === "dir") mkdirSync(at);
+      if (kind === "fifo") Bun.spawnSync(["mkfifo", at]);
+      if (kind === "link") (require("node:fs") as typeof import("node:fs")).writeFileSync(target, "x"), symlinkSync(target, at);
+      if (kind === "dangling") symlinkSync(target, at);
+      let err: unknown;
+      try {
+        tryBuildLock(dir);
+      } catch (e) {
+        err = e;
+      }
+      expect((err as { code?: string })?.code, kind).toBe("E_UNSAFE_PATH");
+      expect((err as Error).message).toContain(`${at} is not a regular file`);
+      const lenient = tryBuildLock(dir, { create: false, lenient: true });
+      expect(lenient.lock, kind).toBeDefined();
+      lenient.lock!.release();
+    }
+  });
+});
