@@ -178,6 +178,14 @@ export function processesWritingInto(folder: string): number[] {
   return found;
 }
 
+/** The holder `kerncap clean` moves the part `part` into before removing it: `<part>.tmp-<pid>-<12 hex>` beside it (staleCleanHolder reads it back). */
+export function cleanHolderName(part: string): string {
+  return `${part}.tmp-${process.pid}-${randomBytes(6).toString("hex")}`;
+}
+
+/** The parts a clean's holder is named after at the top of a capture folder (pack leaves a stale one out). */
+export const CLEAN_PARTS = ["build", "profile"] as const;
+
 /** The largest pid Linux gives (PID_MAX_LIMIT, 2^22): a name holding a larger one, or one written with a leading zero, is no process's. */
 const PID_MAX = 4194304;
 

@@ -53,10 +53,3 @@ export function isLeftOutOfSources(rel: string): boolean {
   if (isEditorTemporary(parts[parts.length - 1]!)) return true;
   return parts[0] === "src" && parts.slice(1).some((p) => p.startsWith("."));
 }
-
-/**
- * The holder `kerncap clean` moves a part of the capture into before removing it
- * (`build.tmp-<pid>-<12 hex>`, `profile.tmp-…`: src/ops/clean.ts), left in the capture folder where
- * the clean was killed: the next clean removes it (its process gone), pack leaves it out.
- */
-export const CLEAN_HOLDER = /^(build|profile)\.tmp-(\d+)-[0-9a-f]{12}$/;

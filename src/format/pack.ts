@@ -6,13 +6,13 @@
  */
 import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, statSync, type Stats } from "node:fs";
 import { basename, join, posix, resolve, sep } from "node:path";
-import { staleCleanHolder } from "../leftovers.ts";
+import { CLEAN_PARTS, staleCleanHolder } from "../leftovers.ts";
 import { KerncapError, whileReading } from "../errors.ts";
 import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
-import { CLEAN_HOLDER, isLeftOutOfSources, RECEIVED_MARK } from "./file-names.ts";
+import { isLeftOutOfSources, RECEIVED_MARK } from "./file-names.ts";
 import { privateFields, redactText, shippedManifestOf } from "./redact.ts";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { changed, fileKind, MANIFEST_MAX_BYTES, openInCapture, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
@@ -253,15 +253,15 @@ export interface LeftOut {
 /**
  * What pack leaves out at the capture-relative path `r` of the capture `dir`, with why, or undefined: build/ (the rebuild's
  * outputs and scratch: not the capture's, and they name the packer's environment), a holder a killed
- * kerncap clean left (CLEAN_HOLDER: the build's outputs on their way out; adversary 35: pack refused the
+ * kerncap clean left (src/leftovers.ts staleCleanHolder: the build's outputs on their way out; adversary 35: pack refused the
  * capture), an editor's temporaries under src/ (a vim swap file holds the user, the host and the file's path).
  */
 function leftOut(dir: string, r: string): LeftOut | undefined {
   if (r === BUILD_DIR) return { path: `${BUILD_DIR}/`, why: "the rebuild's outputs and scratch, made again by the next build" };
   // only what the next clean removes (its process gone, a 0700 folder of the user's): a folder of that look with
   // data of the user's is packed or refused as any other (adversary 36: a live pid's 0755 one was left out)
-  const holder = CLEAN_HOLDER.exec(r);
-  if (holder && staleCleanHolder(join(dir, r), holder[1]!))
+  const part = CLEAN_PARTS.find((p) => r.startsWith(`${p}.tmp-`));
+  if (part && staleCleanHolder(join(dir, r), part))
     return { path: `${r}/`, why: "left by a kerncap clean that was stopped (the next kerncap clean removes it)" };
   if (isLeftOutOfSources(r)) return { path: r, why: EDITOR_LEFT_OUT };
   return undefined;

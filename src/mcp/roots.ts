@@ -86,7 +86,7 @@ function outerUnderRoots(p: string, real: string, roots: string[] | undefined): 
  */
 export function swappableCapture(p: string, real: string, uid = process.geteuid?.()): string | undefined {
   if (uid === undefined) return undefined;
-  const risk = sharedParentRisk(p, uid) ?? (real !== p ? sharedParentRisk(real, uid) : undefined);
+  const risk = sharedParentRisk(p, uid); // the chains of the name as given, its parent's real path and the folder's own
   if (risk) return risk;
   const st = lstatSync(real, { throwIfNoEntry: false });
   const parent = lstatSync(dirname(real), { throwIfNoEntry: false });

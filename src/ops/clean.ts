@@ -11,14 +11,13 @@
  * their folder): the whole command refuses before removing anything.
  */
 import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, renameSync, rmSync } from "node:fs";
-import { randomBytes } from "node:crypto";
 import { basename, dirname, join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { captureSetMember } from "../format/paths.ts";
 import { EVAL_LOCK, EVAL_WORK_DIR, lockHolder } from "../eval/copies.ts";
-import { pidAlive, staleCleanHolder } from "../leftovers.ts";
+import { cleanHolderName, pidAlive, staleCleanHolder } from "../leftovers.ts";
 import { fdPath, makePrivateTemp, openDirWalk } from "../util/write-file.ts";
 import { tryBuildLock, type BuildLock } from "../util/build-lock.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
@@ -141,8 +140,8 @@ function liveEvals(capFd: number): number[] {
  * that fd, into a private 0700 holder beside it (src/util/write-file.ts makePrivateTemp) and removed
  * there: never by a name another user who may write the capture folder could swap meanwhile
  * (src/util/replace-folder.ts, for the same reason).
- * @returns one entry per capture, in order; a capture with nothing to remove has `removed` empty
  * Holders a killed clean left beside a part (staleHolders) are counted with it and removed.
+ * @returns one entry per capture, in order; a capture with nothing to remove has `removed` empty
  * @throws KerncapError E_BUSY (exit 2) when an eval is running on one of them (its lock in build/eval), or a build
  *   (validate, check --rebuild: the capture's build lock): nothing removed
  */
@@ -245,7 +244,7 @@ function cleanPart(capFd: number, dir: string, path: CleanPart, dryRun: boolean)
         hint: "Clean a capture of your own, or ask its owner to (kerncap clean DIR).",
       });
     }
-    const holder = makePrivateTemp(fdPath(parentFd, `${name}.tmp-${process.pid}-${randomBytes(6).toString("hex")}`));
+    const holder = makePrivateTemp(fdPath(parentFd, cleanHolderName(name)));
     try {
       try {
         renameSync(fdPath(parentFd, name), join(holder.at, "old"));

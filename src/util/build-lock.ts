@@ -61,7 +61,7 @@ function openLock(dir: string, name: string, create = true, lenient = false): nu
     odd = true;
   }
   if (!odd || lenient) return undefined;
-  throw new KerncapError("E_UNSAFE_PATH", `${join(dir, "build", name)} is not a regular file: kerncap's lock of this capture's builds cannot be taken`, {
+  throw new KerncapError("E_UNSAFE_PATH", `${join(dir, "build", name)} is not a regular file: kerncap's lock of this capture cannot be taken there`, {
     hint: `Remove it (rm -r ${join(dir, "build", name)}, or kerncap clean ${dir}), then run this again.`,
   });
 }
