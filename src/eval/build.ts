@@ -16,13 +16,14 @@ import { join, resolve } from "node:path";
 import { isKerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { buildReproducer } from "../frontends/build.ts";
+import { buildReproducer, pastTimeLimit } from "../frontends/build.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { Rebuilder } from "../rebuild/rebuilder.ts";
 import { moduleFigures } from "../rebuild/resources.ts";
 import { materialise, type Candidate } from "./candidates.ts";
 import type { EvalVerdict } from "../format/eval-record.ts";
 import type { Diagnostic } from "../frontends/confine.ts";
+import type { PrunedCandidates } from "./pruned.ts";
 
 /** A candidate's build that gave a module to run. */
 export interface BuiltModule {
@@ -36,6 +37,8 @@ export interface BuiltModule {
   spillLoadBytes?: number | null;
   /** The launch grid of a Triton config that changes the tile sizes (--grid); undefined: the captured grid. */
   grid?: [number, number, number];
+  /** Which build made a source candidate's module (EvalRecord.build.builder); undefined for a config's or a flags candidate's. */
+  builder?: "build.sh" | "pruned";
 }
 
 /** A build's kernel figures as its record keeps them (EvalRecord.build): registers, stack frame, spill stores and loads. */
@@ -92,6 +95,10 @@ export interface BuildSettings {
   confinedBy?: string;
   /** The trust gate of the candidate's private copy (CopyGate), asked once it is made, before its build. */
   gate?: CopyGate;
+  /** build.sh alone for every candidate (--full-build): no pruned build, no check. */
+  fullBuild?: boolean;
+  /** The candidates' confined builds from the pruned TU, where the check found them fit (./pruned.ts); else build.sh alone. */
+  pruned?: PrunedCandidates;
 }
 
 /**
@@ -140,6 +147,10 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
       grid = b.grid;
       fe.checkRebuiltModule?.(module, m);
     } else {
+      // the pruned TU's confined build where the check found it fit (./pruned.ts), else (and where it fails) build.sh's
+      const p = s.pruned ? await s.pruned.build(dest) : undefined;
+      if (p && "timedOut" in p) throw pastTimeLimit(p.timedOut, true, false);
+      if (p) return { built: { module: p.module, seconds: seconds(), ...moduleFigures(p.module, m), builder: "pruned" } };
       const r = new Rebuilder(dest, m, fe, {
         quiet: true,
         force: s.force,
@@ -150,6 +161,7 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
         noteFor: `candidate ${escapeForTerminal(c.label, { oneLine: true })}`,
       });
       module = (await r.rebuildOnce()).module;
+      return { built: { module, seconds: seconds(), ...moduleFigures(module, m), builder: "build.sh" } };
     }
     return { built: { module, seconds: seconds(), ...moduleFigures(module, m), ...(grid ? { grid } : {}) } };
   } catch (e) {

@@ -381,6 +381,22 @@ export function distinctLabels(cs: Candidate[]): Candidate[] {
 const NOT_COPIED = new Set(["memory", "build", "profile"]);
 
 /**
+ * Make `dest` (removed first, its parent the caller's) a copy of the capture's reproducer as it
+ * is: every file of the capture folder but memory/, build/ and profile/ and kerncap's temporaries;
+ * no link copied or followed.
+ */
+export function copyReproducer(capture: string, dest: string): void {
+  rmSync(dest, { recursive: true, force: true });
+  mkdirSync(dest);
+  for (const name of readdirSync(capture)) {
+    if (NOT_COPIED.has(name) || isCaptureTemp(name)) continue;
+    const from = join(capture, name);
+    if (lstatSync(from).isSymbolicLink()) continue;
+    cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
+  }
+}
+
+/**
  * Make `dest` a private copy of the capture's reproducer (every file of the capture folder but
  * memory/, build/ and profile/; links are not copied) with the candidate applied. The capture
  * folder itself is only read.
@@ -396,14 +412,7 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
   // an overlay's paths held to edit_file's rule before anything is copied: a refused one costs no copy of src/
   const overlay = c.kind === "overlay" ? overlayPaths(capture, c, given!.files) : undefined;
   // dest's parent is the caller's, made with no link followed (src/eval/eval.ts); a link at dest itself is removed, not followed
-  rmSync(dest, { recursive: true, force: true });
-  mkdirSync(dest);
-  for (const name of readdirSync(capture)) {
-    if (NOT_COPIED.has(name) || isCaptureTemp(name)) continue;
-    const from = join(capture, name);
-    if (lstatSync(from).isSymbolicLink()) continue;
-    cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
-  }
+  copyReproducer(capture, dest);
   const src = join(dest, "src");
   if (c.kind === "overlay") {
     try {

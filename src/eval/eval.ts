@@ -26,7 +26,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
-import { KerncapError } from "../errors.ts";
+import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { drainQueue, workerCommand, type OpenRunner } from "../check/pool.ts";
@@ -38,6 +38,7 @@ import { assertOutputPath } from "../format/archive-common.ts";
 import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
+import { PrunedCandidates } from "./pruned.ts";
 import { buildCandidate, buildPool, builtFigures, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts";
@@ -428,10 +429,11 @@ async function buildInto(
   { rec, stopped, folders, copyGate }: { rec: Recorder; stopped: () => boolean; folders: CandidateFolders; copyGate?: CopyGate },
 ): Promise<unknown> {
   try {
+    const pruned = o.buildWith ? undefined : await prunedBuilds(o, home, pending);
     const buildWith =
       o.buildWith ??
       ((dir: string, mm: Manifest, c: Candidate, dest: string) =>
-        buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}) }));
+        buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}), ...(pruned ? { pruned } : {}) }));
     const buildOne = async (c: Candidate, todo: EvalInput[], prior?: EvalRecord["build"]): Promise<void> => {
       if (stopped()) return;
       // --resume of a candidate whose runs were not made: the module its copy kept, where unchanged (built without a GPU,
@@ -486,6 +488,7 @@ async function buildInto(
         ...builtFigures(b.built),
         moduleSha256,
         ...(inCopy ? { module } : {}),
+        ...(b.built.builder ? { builder: b.built.builder } : {}),
       });
       if (o.buildOnly) {
         // --build-only: the build is its record, nothing judged
@@ -516,6 +519,25 @@ async function buildInto(
     return e; // E_INTERRUPTED: the stop signal ends the queue too
   } finally {
     queue.end();
+  }
+}
+
+/**
+ * The candidates' builds from the pruned TU (./pruned.ts), where some candidate is a source edit
+ * (a tree, overlay, patch or file) and --full-build is not given; undefined: build.sh builds them.
+ * @throws KerncapError E_INTERRUPTED (a stop signal during the check)
+ */
+async function prunedBuilds(o: EvalOptions, home: EvalInput, pending: Pending[]): Promise<PrunedCandidates | undefined> {
+  if (o.build.fullBuild || !pending.some(({ c }) => !c.refused && c.kind !== "flags" && c.kind !== "config")) return undefined;
+  try {
+    return await PrunedCandidates.prepare(home.dir, home.manifest, {
+      force: o.build.force,
+      ...(o.build.confinedBy ? { confinedBy: o.build.confinedBy } : {}),
+    });
+  } catch (e) {
+    if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
+    log.debug(`eval builds with build.sh: the pruned build's check failed (${e instanceof Error ? e.message : String(e)})`);
+    return undefined;
   }
 }
 

@@ -133,6 +133,8 @@ export const EvalRecord = v.object({
     timedOut: v.optional(v.literal(true)),
     moduleSha256: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
     module: v.optional(v.string()),
+    /** Which build made the module: the capture's build.sh, or the pruned TU's device-only build (src/eval/pruned.ts: once a check found it gives the kernel build.sh's machine code); absent where nothing was built and in records of kerncap before it. */
+    builder: v.optional(v.picklist(["build.sh", "pruned"])),
   }),
   /**
    * The candidate's private copy (an absolute path, DIR/build/eval/<16 hex>), kept after the eval

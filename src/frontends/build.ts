@@ -73,6 +73,12 @@ export function setGeneratedRemaker(f: (dir: string, m: Manifest) => void): void
   remakeGenerated = f;
 }
 
+/** Remake what the frontend generates under src/ in a confined build's folder `dir` (Frontend.remakeGenerated: CUDA's slice). */
+export function remakeGeneratedSources(dir: string, m: Manifest): void {
+  if (!remakeGenerated) throw new Error("a confined build before the frontend registry loaded"); // a kerncap bug
+  remakeGenerated(dir, m);
+}
+
 /** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
 export class FastBuildUnavailable extends Error {}
 
@@ -200,7 +206,7 @@ export function buildTimeout(limited: boolean, env?: Env): { seconds: number; se
  * A build.sh that ran past its limit (buildTimeout), its process group killed: E_BUILD (the
  * source's fault: a compile that loops or reads a device), "timed out after N s".
  */
-function pastTimeLimit(limit: { seconds: number; set: boolean }, confined: boolean, received: boolean): KerncapError {
+export function pastTimeLimit(limit: { seconds: number; set: boolean }, confined: boolean, received: boolean): KerncapError {
   const whose = limit.set ? "KERNCAP_BUILD_TIMEOUT" : `the limit of a ${confined ? "confined build" : "received capture's build"}`;
   return new KerncapError("E_BUILD", `the reproducer does not build: build.sh timed out after ${limit.seconds} s (${whose}), its processes killed`, {
     details: { diagnostics: [], timedOut: true, timeoutSeconds: limit.seconds },
@@ -320,8 +326,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
     // what kerncap generates under src/ (CUDA's slice) made anew in the private copy from its sources: a generated file
     // found there, its unkeyed stamps recomputed, passed for the TU's text (a trial: a broken TU validated as the original kernel)
-    if (!remakeGenerated) throw new Error("a confined build before the frontend registry loaded"); // a kerncap bug
-    remakeGenerated(staged.folder, o.confine);
+    remakeGeneratedSources(staged.folder, o.confine);
     // and no source that makes the preprocessor look up a file outside (its existence would show in the result): the
     // private copy's sources, the bytes the compiler reads (an edit of the capture meanwhile is not built)
     assertNoProbes(dir, o.confine, staged.folder);

@@ -110,11 +110,27 @@ export interface FastBuildOptions {
    * BuildSuperseded (src/frontends/build.ts).
    */
   beforeCompile?: () => Promise<void>;
+  /**
+   * A confined fast build (kerncap eval's candidates: src/eval/pruned.ts): every step run by
+   * `confined.run` (the confined build's sandbox and limits), the preprocessor's dependency list
+   * judged by `confined.outside`; no incremental preprocessing. Any step that fails, reads
+   * outside or cannot be confined is FastBuildUnavailable: the caller's confined build.sh then
+   * gives the verdict and the message.
+   */
+  confined?: ConfinedSteps;
+}
+
+/** How a confined fast build runs its steps and judges what they read (src/frontends/build.ts confinedSteps). */
+export interface ConfinedSteps {
+  /** Run `argv` in `cwd` under the confined build's limits and sandbox. @throws FastBuildUnavailable (the sandbox could not be made) */
+  run(argv: string[], cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<{ out: string; err: string; code: number }>;
+  /** The files of a dependency list (make syntax) that a confined build may not read; [] when none. */
+  outside(depsText: string): string[];
 }
 
 export interface FastBuilder<S extends FastBuildSeries = FastBuildSeries> {
-  /** A new series, or the one a previous process saved in `work`. */
-  series(work?: string): S;
+  /** A new series, or the one a previous process saved in `work`; `sharing`: a new series that shares that one's analysis (kerncap eval's candidates, one pruner for all). */
+  series(work?: string, sharing?: S): S;
   /**
    * One fast build of the reproducer in `dir`, its files in `work`.
    * @throws FastBuildUnavailable (src/frontends/build.ts: build.sh instead, with the reason),

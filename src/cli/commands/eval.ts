@@ -189,6 +189,12 @@ export default defineCommand({
     },
     "workers-per-gpu": { type: "string", description: "Worker processes per GPU (small kernels leave room for several)", default: "1", valueHint: "N" },
     jobs: { type: "string", description: "Builds at once (default: the CPU count)", valueHint: "N" },
+    "full-build": {
+      type: "boolean",
+      description:
+        "Build every candidate by the capture's build.sh (default: a CUDA candidate's device code from the pruned TU, confined as build.sh's build is, once a check found it gives the kernel build.sh's machine code and costs less)",
+      default: false,
+    },
     "build-only": {
       type: "boolean",
       description:
@@ -305,7 +311,11 @@ export default defineCommand({
         dirs,
         candidates: list !== undefined ? listedCandidates(list) : candidates,
         settings,
-        build: { force: Boolean(args["allow-version-mismatch"]), ...(args.grid !== undefined ? { grid: String(args.grid) } : {}) },
+        build: {
+          force: Boolean(args["allow-version-mismatch"]),
+          ...(args.grid !== undefined ? { grid: String(args.grid) } : {}),
+          ...(args["full-build"] ? { fullBuild: true } : {}),
+        },
         ...(args.jsonl !== undefined ? { jsonl: String(args.jsonl) } : {}),
         resume: Boolean(args.resume),
         buildOnly: Boolean(args["build-only"]),

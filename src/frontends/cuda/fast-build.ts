@@ -25,7 +25,7 @@ import { BuildSuperseded, buildTimeout, FastBuildUnavailable, runBuildCommand } 
 import { DevicePruner, type PruneState } from "./prune/cache.ts";
 import { loadPruneState, PRUNE_STATE_FILE, savePruneState } from "./prune/persist.ts";
 import type { PruneResult } from "./prune/policy.ts";
-import type { FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
+import type { ConfinedSteps, FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { pragmaOnceKnown, rememberPragmaOnce } from "./pragma-once.ts";
 import { planFor, planHash, SCRATCH, type FastPlan } from "./fast-plan.ts";
@@ -132,6 +132,13 @@ export class FastBuildState {
    * `pragma-once.json`), and the pruner's analysis of the last text it pruned
    * (`prune-state.bin`, ./prune/persist.ts: ignored unless whole, this user's, this kerncap's).
    */
+  /** A new series that shares `other`'s pruner (its analysis of the declarations: kerncap eval's candidates of one TU), or a fresh one. */
+  static sharing(other?: FastBuildState): FastBuildState {
+    const st = new FastBuildState();
+    if (other) st.pruner = other.pruner;
+    return st;
+  }
+
   static load(work: string): FastBuildState {
     const t0 = performance.now();
     const st = new FastBuildState();
@@ -178,7 +185,8 @@ const STEP_FILE_KIB = 1 << 20;
  * One step in its own process group (a stop signal: E_INTERRUPTED, not a reason to run build.sh),
  * under STEP_FILE_KIB and KERNCAP_BUILD_TIMEOUT's wall-clock limit where it is set (build.sh's own).
  */
-const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal) => {
+const sh = (script: string, cwd: string, env: Record<string, string | undefined>, signal?: AbortSignal, confined?: ConfinedSteps) => {
+  if (confined) return confined.run(["bash", "-c", script], cwd, env, signal); // the confined build's own limits and sandbox
   const limit = buildTimeout(false); // kerncap's own environment, where the user sets it
   const bounded = `ulimit -f ${STEP_FILE_KIB}\n${script}`;
   return runBuildCommand(limit ? ["timeout", "-k", "5", String(limit.seconds), "bash", "-c", bounded] : ["bash", "-c", bounded], cwd, env, signal);
@@ -238,10 +246,11 @@ async function fastBuildSteps(dirArg: string, work: string, o: FastBuildOptions,
   mkdirSync(work, { recursive: true });
   const env = buildChildEnv(reproducerBuildEnv(o), [dir, realpathSync(dir)]); // no loader or Python path entry inside the capture, none empty or relative
   const t0 = performance.now();
-  const plan = await planFor(dir, work, env, o.signal);
+  const plan = await planFor(dir, work, env, o.signal, o.confined);
   const t1 = performance.now();
   const envLines = `${plan.env.join("\n")}\nexport PATH LD_LIBRARY_PATH`;
   rmSync(plan.cubin, { force: true });
+  if (o.confined) return confinedSteps(dir, plan, envLines, env, o, o.confined, state, t0, t1);
   const preprocess = withMacros(plan.preprocess);
   const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
   state.trace.readSources = performance.now() - t1;
@@ -284,7 +293,7 @@ async function fastBuildSteps(dirArg: string, work: string, o: FastBuildOptions,
     const t4 = performance.now();
     return {
       module: plan.cubin,
-      plan: planHash(plan),
+      plan: planHash(plan, dir),
       seconds: (t4 - t0) / 1000,
       // the incremental path's own steps too (FastBuildState.trace: parseBaseMs, restorePrunerMs …), for the benchmarks' breakdown
       steps: { planMs: t1 - t0, ...traceSteps(state), ...steps, compileMs: t4 - compiledFrom, fullPreprocessMs: tFull - t1 },
@@ -316,6 +325,62 @@ async function fastBuildSteps(dirArg: string, work: string, o: FastBuildOptions,
   state.keepPruner();
   state.parseAhead();
   return done(await cc, { preprocessMs: tFull - t1, pruneMs: tq - tFull, quietWaitMs: t3 - tq, incremental: false }, t3, pruned);
+}
+
+/**
+ * The largest preprocessed TU a confined fast build prunes (bytes): the pruner runs on kerncap's
+ * own thread, so a candidate's TU that grew past any real one's (ggml's mmq: 4.4 MB) is left to
+ * build.sh, which runs as a child under the confined build's limits.
+ */
+const CONFINED_TU_MAX = 64 << 20;
+
+/**
+ * A confined fast build's steps (FastBuildOptions.confined: kerncap eval's candidates): the whole
+ * TU's gcc -E with a dependency list (`-MD -MF`), judged before its text is read; pruned; cicc and
+ * ptxas. Every step under `confined.run`; no incremental preprocessing (each candidate is its own
+ * copy, built once).
+ * @throws FastBuildUnavailable (a step failed, the TU read a file outside or is past CONFINED_TU_MAX), BuildSuperseded, E_INTERRUPTED
+ */
+async function confinedSteps(
+  dir: string,
+  plan: FastPlan,
+  envLines: string,
+  env: Record<string, string | undefined>,
+  o: FastBuildOptions,
+  confined: ConfinedSteps,
+  state: FastBuildState,
+  t0: number,
+  t1: number,
+): Promise<FastBuilt> {
+  const deps = join(dirname(plan.fullTU), "pp-deps.d");
+  rmSync(deps, { force: true });
+  const quoted = `"${deps.replace(/(["\\$`])/g, "\\$1")}"`;
+  const pp = await sh(`set -e\n${envLines}\n${plan.preprocess} -MD -MF ${quoted}`, dir, env, o.signal, confined);
+  if (o.signal?.aborted) throw new BuildSuperseded();
+  if (pp.code !== 0) throw new FastBuildUnavailable(`the preprocessor failed (exit ${pp.code})`); // its messages are build.sh's to give, confined
+  let listed: string;
+  try {
+    listed = readFileSync(deps, "utf8");
+  } catch {
+    throw new FastBuildUnavailable("the preprocessor wrote no dependency list");
+  }
+  if (confined.outside(listed).length) throw new FastBuildUnavailable("the TU read a file outside what a confined build may read");
+  if (statSync(plan.fullTU).size > CONFINED_TU_MAX) throw new FastBuildUnavailable(`the preprocessed TU is past ${CONFINED_TU_MAX >> 20} MiB`);
+  const tFull = performance.now();
+  const pruned = state.prune(readFileSync(plan.fullTU, "latin1"));
+  writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), { ...SCRATCH, root: dir });
+  const t3 = performance.now();
+  const cc = await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal, confined);
+  if (o.signal?.aborted) throw new BuildSuperseded();
+  if (cc.code !== 0) throw new FastBuildUnavailable(`the pruned TU does not compile (exit ${cc.code})`);
+  const t4 = performance.now();
+  return {
+    module: plan.cubin,
+    plan: planHash(plan, dir),
+    seconds: (t4 - t0) / 1000,
+    steps: { planMs: t1 - t0, preprocessMs: tFull - t1, pruneMs: t3 - tFull, compileMs: t4 - t3, incremental: false },
+    prune: pruned,
+  };
 }
 
 /** FastBuildState.trace as build steps (`<step>Ms`): those of this build's incremental preprocessing, none when it had none. */

@@ -6,10 +6,11 @@
  * on is unchanged (planKey), and hashed for the check of the pruned build against build.sh's
  * (planHash).
  */
-import { readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync, realpathSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { BuildSuperseded, FastBuildUnavailable, runBuildCommand } from "../build.ts";
+import type { ConfinedSteps } from "../frontend.ts";
 
 /** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
 export interface FastPlan {
@@ -117,11 +118,23 @@ function readPlan(work: string): (FastPlan & { key: string }) | undefined {
 }
 
 /**
- * sha256 (hex) of a plan's commands (environment lines, gcc -E, cicc + ptxas, with the work
- * folder's paths): a check of the pruned build against build.sh's holds for exactly these.
+ * sha256 (hex) of a plan's commands (environment lines, gcc -E, cicc + ptxas), with the capture
+ * folder `dir`'s path (as given and resolved) written as `$DIR`: a check of the pruned build against
+ * build.sh's holds for exactly these commands, in the capture or in a copy of it (kerncap eval's
+ * candidates are built in copies: src/eval/pruned.ts).
  */
-export function planHash(p: FastPlan): string {
-  return new Bun.CryptoHasher("sha256").update(JSON.stringify([p.env, p.preprocess, p.compile])).digest("hex");
+export function planHash(p: FastPlan, dir: string): string {
+  const roots = [...new Set([resolve(dir), realOr(dir)])].sort((a, b) => b.length - a.length);
+  const norm = (t: string) => roots.reduce((acc, r) => acc.split(r).join("$DIR"), t);
+  return new Bun.CryptoHasher("sha256").update(JSON.stringify([p.env.map(norm), norm(p.preprocess), norm(p.compile)])).digest("hex");
+}
+
+function realOr(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return resolve(p);
+  }
 }
 
 /**
@@ -151,17 +164,21 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
  * its key holds, else made again from build.sh under --dryrun and saved.
  * @throws FastBuildUnavailable when build.sh --dryrun fails, links -rdc code, or its steps have no plan
  */
-export async function planFor(dir: string, work: string, env: Record<string, string | undefined>, signal?: AbortSignal): Promise<FastPlan & { key: string }> {
+export async function planFor(
+  dir: string,
+  work: string,
+  env: Record<string, string | undefined>,
+  signal?: AbortSignal,
+  confined?: ConfinedSteps,
+): Promise<FastPlan & { key: string }> {
   const key = planKey(dir, env);
   let plan = plans.get(work) ?? readPlan(work);
   if (!plan || plan.key !== key) {
     const dryCubin = join(work, "dryrun.cubin");
-    const { err: dryErr, code: dryCode } = await runBuildCommand(
-      ["bash", join(dir, "build.sh"), dryCubin],
-      dir,
-      { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() },
-      signal,
-    );
+    const dryEnv = { ...env, EXTRA_FLAGS: `${env.EXTRA_FLAGS ?? ""} --dryrun`.trim() };
+    const argv = ["bash", join(dir, "build.sh"), dryCubin];
+    // a confined fast build's: build.sh (kerncap's own, src/format/rendered.ts) under the confined build's sandbox and limits too
+    const { err: dryErr, code: dryCode } = confined ? await confined.run(argv, dir, dryEnv, signal) : await runBuildCommand(argv, dir, dryEnv, signal);
     if (signal?.aborted) throw new BuildSuperseded();
     if (dryCode !== 0) throw new FastBuildUnavailable(`build.sh --dryrun exited ${dryCode}`);
     if (/-dlink|\.rdc\./.test(dryErr)) throw new FastBuildUnavailable("relocatable device code (-rdc) is linked by build.sh");

@@ -39,7 +39,7 @@ export const CUDA_SOURCE_SUFFIXES = [
 ] as const;
 
 const prunedBuild: FastBuilder<FastBuildState> = {
-  series: (work) => (work ? FastBuildState.load(work) : new FastBuildState()),
+  series: (work, sharing) => (work ? FastBuildState.load(work) : FastBuildState.sharing(sharing)),
   build: fastBuild,
   differs: sameKernelCode,
   buildShModule: "build/kernel.cubin", // templates/cuda/build.sh.hbs's default OUTPUT

@@ -1,0 +1,163 @@
+/**
+ * kerncap eval's candidates built from the pruned TU: the frontend's fast build
+ * (Frontend.fastBuild; CUDA: the device-only build of the pruned TU,
+ * src/frontends/cuda/fast-build.ts) run confined as the candidates' build.sh builds are
+ * (src/frontends/confined-steps.ts), used only once a check gave the kernel build.sh's machine
+ * code, and only where it was the cheaper build.
+ *
+ * The check (PrunedCandidates.prepare), before the first candidate's build: validate's record of
+ * the capture (build/pruned/check.json, src/rebuild/pruned-check.ts) where it is current, found
+ * the same machine code, and holds for the plan a fast build of the capture's own source makes
+ * now (the plan hash is written with the folder's path as $DIR, so a copy's compares); else both
+ * builds of the capture's own source side by side in a private copy, compared by the frontend's
+ * `differs`. Its outcome is kept for the process (kerncap mcp's evaluate calls, one after the
+ * other). Each candidate's fast build must make the plan the check held for; a candidate whose
+ * fast build fails, or makes another plan, is built by its confined build.sh, which gives the
+ * verdict and the compiler's message (a step past the time limit excepted: FastBuildTimedOut).
+ * One pruner's analysis is shared by all candidates (FastBuilder.series's `sharing`).
+ * A received capture's candidates (built from the private copy of the bytes the user trusted),
+ * and a frontend with no fast build or no confinement (Triton), build by build.sh alone.
+ */
+import { chmodSync, mkdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { privateTempFolder } from "../cache.ts";
+import { isKerncapError } from "../errors.ts";
+import type { Manifest } from "../format/manifest.ts";
+import { assertRegularTree } from "../format/paths.ts";
+import { runsTrustedCopy } from "../format/staged-build.ts";
+import { buildReproducer, FastBuildUnavailable } from "../frontends/build.ts";
+import { confinedStepsFor, FastBuildTimedOut, prepareConfinedFast } from "../frontends/confined-steps.ts";
+import type { FastBuilder, FastBuildSeries, FastBuilt, Frontend } from "../frontends/frontend.ts";
+import { frontendOf } from "../frontends/index.ts";
+import { log } from "../log.ts";
+import { PRUNED_DIR, readPrunedCheck } from "../rebuild/pruned-check.ts";
+import { TOOL_VERSION } from "../version.ts";
+import { copyReproducer } from "./candidates.ts";
+
+/** What a check concluded for a capture folder (by its real path and kernel), for this process. */
+const checked = new Map<string, { plan: string; series: FastBuildSeries } | { off: string }>();
+
+/** A candidate's fast build: its module, or a step past the confined build's time limit. */
+export type PrunedBuild = { module: string; seconds: number } | { timedOut: { seconds: number; set: boolean } };
+
+export class PrunedCandidates {
+  private constructor(
+    private readonly m: Manifest,
+    private readonly fast: FastBuilder,
+    private readonly fe: Frontend,
+    /** The plan hash the check held for (FastBuilt.plan). */
+    readonly plan: string,
+    private readonly shared: FastBuildSeries,
+    private readonly force: boolean,
+  ) {}
+
+  /**
+   * The pruned builds of the candidates of the capture `dir` (manifest `m`), or undefined where
+   * they are not used (said at debug level, or as info where the check found other machine code).
+   * @throws KerncapError E_INTERRUPTED (a stop signal during the check's builds)
+   */
+  static async prepare(dir: string, m: Manifest, o: { force: boolean; confinedBy?: string }): Promise<PrunedCandidates | undefined> {
+    const fe = frontendOf(m);
+    const fast = fe.fastBuild;
+    if (!fast || m.source?.cuda === undefined) return undefined; // no fast build, or no build to confine (Triton's)
+    // a received capture whose build the trust gate let run (src/ops/gates.ts): only build.sh runs, from the trusted bytes
+    if (runsTrustedCopy(dir)) return void log.debug("eval builds with build.sh: a received capture's trusted build runs as trusted");
+    const key = `${realpathSync(dir)}\0${m.kernel.name}`;
+    const known = checked.get(key);
+    if (known && "off" in known) return void log.debug(`eval builds with build.sh: ${known.off}`);
+    if (known) return new PrunedCandidates(m, fast, fe, known.plan, known.series, o.force);
+    const copy = join(privateTempFolder("kerncap-eval-check-"), "capture");
+    try {
+      const r = await check(dir, copy, m, fast, o);
+      checked.set(key, r);
+      if ("off" in r) return void log.debug(`eval builds with build.sh: ${r.off}`);
+      return new PrunedCandidates(m, fast, fe, r.plan, r.series, o.force);
+    } finally {
+      rmSync(join(copy, ".."), { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * One candidate's confined fast build in its private copy `dest` (made by the caller, its
+   * candidate applied): the module, a step past the time limit, or undefined where build.sh must
+   * build it (the fast build failed, read outside, or made another plan than the check's).
+   * @throws KerncapError E_INTERRUPTED
+   */
+  async build(dest: string): Promise<PrunedBuild | undefined> {
+    try {
+      assertRegularTree(dest, "src");
+      prepareConfinedFast(dest, this.m);
+      const f = await confinedFast(dest, this.m, this.fast, this.fast.series(undefined, this.shared), this.force);
+      if (f.plan !== this.plan) return void log.debug(`${dest}: its pruned build's plan is not the one checked: build.sh builds it`);
+      this.fe.checkRebuiltModule?.(f.module, this.m);
+      return { module: f.module, seconds: f.seconds };
+    } catch (e) {
+      if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
+      if (e instanceof FastBuildTimedOut) return { timedOut: e.limit };
+      log.debug(`${dest}: no pruned build (${e instanceof Error ? e.message : String(e)}): build.sh builds it`);
+      return undefined;
+    }
+  }
+}
+
+/** One confined fast build of the folder `dir` into its build/pruned (0700: its preprocessed TU holds the text of every file the source included). */
+async function confinedFast(dir: string, m: Manifest, fast: FastBuilder, series: FastBuildSeries, force: boolean, signal?: AbortSignal): Promise<FastBuilt> {
+  const work = join(dir, PRUNED_DIR);
+  mkdirSync(work, { recursive: true, mode: 0o700 });
+  chmodSync(work, 0o700);
+  return fast.build(dir, work, { force, confined: confinedStepsFor(dir, m), ...(signal ? { signal } : {}) }, series);
+}
+
+/**
+ * The check in the private copy `copy` of the capture `dir`: validate's record where it holds for
+ * the plan of a fast build of the capture's source now, else build.sh's build beside it, compared.
+ */
+async function check(
+  dir: string,
+  copy: string,
+  m: Manifest,
+  fast: FastBuilder,
+  o: { force: boolean; confinedBy?: string },
+): Promise<{ plan: string; series: FastBuildSeries } | { off: string }> {
+  const rec = readPrunedCheck(dir);
+  const current = rec && rec.kernel === m.kernel.name && rec.kerncap === TOOL_VERSION ? rec : undefined;
+  if (current && !current.same) return { off: `validate's check found the pruned build unfit (${current.reason})` };
+  copyReproducer(dir, copy);
+  const series = fast.series();
+  const interrupted = (e: unknown) => isKerncapError(e) && e.code === "E_INTERRUPTED";
+  try {
+    prepareConfinedFast(copy, m);
+  } catch (e) {
+    return { off: `the capture's own source is refused for a confined build (${e instanceof Error ? e.message : String(e)})` };
+  }
+  const stop = new AbortController();
+  const fastP = confinedFast(copy, m, fast, series, o.force, stop.signal).catch((e: unknown) => {
+    throw interrupted(e) ? e : new FastBuildUnavailable(e instanceof Error ? e.message : String(e));
+  });
+  if (current) {
+    const f = await fastP.catch((e: unknown) => (interrupted(e) ? Promise.reject(e) : undefined));
+    // validate's check holds for this plan; the fast build cheaper than build.sh was there (its check's times)
+    if (f?.plan === current.plan && f.seconds < current.buildShSeconds) return { plan: f.plan, series };
+  }
+  const [full, pruned] = await Promise.allSettled([
+    buildReproducer(copy, { quiet: true, force: o.force, confine: m, confinedBy: o.confinedBy ?? "kerncap eval" }).catch((e: unknown) => {
+      stop.abort();
+      throw e;
+    }),
+    fastP,
+  ]);
+  for (const r of [full, pruned]) if (r.status === "rejected" && interrupted(r.reason)) throw r.reason;
+  if (full.status === "rejected") return { off: `build.sh does not build the capture's own source (${(full.reason as Error).message ?? full.reason})` };
+  if (pruned.status === "rejected") return { off: `no pruned build of the capture's own source (${(pruned.reason as Error).message ?? pruned.reason})` };
+  const differs = fast.differs(readFileSync(full.value.module), readFileSync(pruned.value.module), m.kernel.name);
+  if (differs) {
+    log.info(`eval builds the candidates with build.sh: the pruned TU gives the kernel other machine code (${differs})`);
+    return { off: differs };
+  }
+  if (pruned.value.seconds >= full.value.seconds)
+    return { off: `the pruned build took ${pruned.value.seconds.toFixed(2)} s, build.sh ${full.value.seconds.toFixed(2)} s: no cheaper here` };
+  log.info(
+    `eval builds the candidates from the pruned TU (device code only; its machine code for the kernel is build.sh's: ${pruned.value.seconds.toFixed(2)} s against ${full.value.seconds.toFixed(2)} s)`,
+  );
+  return { plan: pruned.value.plan, series };
+}

@@ -1,0 +1,94 @@
+/**
+ * `kerncap eval --build-only` building its candidates from the pruned TU (src/eval/pruned.ts:
+ * the CUDA fast build, confined as build.sh's build is: src/frontends/confined-steps.ts), on the
+ * demo capture with a heavy header in its TU (cub), so that the pruned build is the cheaper; a
+ * real nvcc, no GPU.
+ */
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as v from "valibot";
+import { EvalRecord } from "../../src/format/eval-record.ts";
+import { sameKernelCode } from "../../src/frontends/cuda/fast-build.ts";
+import { tempDir } from "./fixtures.ts";
+
+const NVCC = ["/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc", Bun.which("nvcc")].find((p): p is string => !!p && existsSync(p));
+const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+const KERNEL = "_Z5saxpyPK5Saxpy";
+
+/** The demo capture with cub's headers included by its TU (gcc -E and cicc then read ~2 MB the kernel never uses). */
+function heavyDemo(): { root: string; dir: string; env: Record<string, string | undefined> } {
+  const root = tempDir();
+  const env = { ...process.env, XDG_STATE_HOME: join(root, "state"), KERNCAP_LIBCUDA: "" };
+  const p = Bun.spawnSync([process.execPath, MAIN, "demo", join(root, "cap")], { cwd: root, env, stderr: "pipe" });
+  expect(p.exitCode, p.stderr.toString()).toBe(0);
+  const dir = join(root, "cap");
+  const src = join(dir, "src/saxpy.cu");
+  writeFileSync(src, readFileSync(src, "utf8").replace("#include", "#include <cub/cub.cuh>\n#include"));
+  return { root, dir, env };
+}
+
+/** A candidate folder `name` holding the TU with `edit` applied to the kernel's line. */
+function candidate(root: string, dir: string, name: string, edit: (line: string) => string): string {
+  const d = join(root, "cands", name);
+  mkdirSync(d, { recursive: true });
+  const text = readFileSync(join(dir, "src/saxpy.cu"), "utf8");
+  expect(text).toContain("p->a * p->x.data[i]");
+  writeFileSync(join(d, "saxpy.cu"), text.replace("p->a * p->x.data[i]", edit("p->a * p->x.data[i]")));
+  return join(d, "saxpy.cu");
+}
+
+const records = (out: string) =>
+  out
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l))
+    .filter((d) => d.schema === "kerncap.eval-record/1");
+
+describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
+  test("checked once against build.sh, then each candidate's device code from the pruned TU (builder pruned, build.sh's machine code); a compile error is build.sh's message, an #include outside still refused; --full-build uses build.sh", () => {
+    const { root, dir, env } = heavyDemo();
+    const twice = candidate(root, dir, "twice", (l) => `${l} * 2.0f`);
+    const broken = candidate(root, dir, "broken", (l) => `${l} +* 2`);
+    const outside = join(root, "cands", "outside", "saxpy.cu");
+    mkdirSync(join(outside, ".."), { recursive: true });
+    writeFileSync(outside, `#include "/etc/passwd"\n${readFileSync(twice, "utf8")}`);
+
+    const r = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, broken, outside, "--build-only", "--json", "--verbose"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 240_000,
+    });
+    const err = r.stderr.toString();
+    expect(r.exitCode, err).toBe(2); // a candidate refused by the confinement is an error: exit 2
+    expect(err).toMatch(
+      /eval builds the candidates from the pruned TU \(device code only; its machine code for the kernel is build\.sh's: [\d.]+ s against [\d.]+ s\)/,
+    );
+    const recs = records(r.stdout.toString());
+    for (const x of recs) expect(v.safeParse(EvalRecord, x).success).toBe(true);
+    const by = (label: string) => recs.find((x) => x.label === label)!;
+
+    const t = by("twice/saxpy.cu");
+    expect(t).toMatchObject({ verdict: "built", build: { builder: "pruned", module: "build/pruned/kernel.cubin" } });
+    expect(t.build.registers).toBeGreaterThan(0);
+    const prunedModule = readFileSync(join(t.copy, t.build.module)); // the next eval's copy of this candidate takes the same folder
+    // a compile error: the pruned build's failure left to build.sh, whose confined message is the capture's own diagnostic
+    const b = by("broken/saxpy.cu");
+    expect(b).toMatchObject({ verdict: "compile-error", code: "E_BUILD" });
+    expect(b.reason).toContain("src/saxpy.cu:");
+    expect(b.reason).toContain("operand of");
+    // an #include of a file outside: refused before anything runs, as a build.sh build is (no word of the file)
+    const o = by("outside/saxpy.cu");
+    expect(o).toMatchObject({ verdict: "error", code: "E_CONFINED" });
+    expect(o.reason).not.toContain("root:");
+
+    // the same candidate by build.sh: the kernel's machine code is the pruned build's
+    const f = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, "--build-only", "--json", "--full-build"], { env, stdout: "pipe", stderr: "pipe" });
+    expect(f.exitCode, f.stderr.toString()).toBe(0);
+    const ft = records(f.stdout.toString())[0];
+    expect(ft).toMatchObject({ verdict: "built", build: { builder: "build.sh", module: "build/kernel.cubin", registers: t.build.registers } });
+    expect(f.stderr.toString()).not.toContain("pruned TU");
+    expect(sameKernelCode(readFileSync(join(ft.copy, ft.build.module)), prunedModule, KERNEL)).toBeNull();
+  }, 300_000);
+});
