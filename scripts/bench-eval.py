@@ -259,11 +259,21 @@ def report(work, n, workers):
             label, rc, text = row.rstrip("\n").split("\t", 2)
             val[label] = validate_verdict(int(rc), text)
         differ = {k: {"eval": ev.get(k), "validate": val[k]} for k in val if ev.get(k) != val[k]}
+        # the eval's builds, one per candidate: which build made each module (pruned TU or build.sh) and their seconds; the workers' run seconds
+        per = {}
+        for r in doc.get("records", []):
+            per.setdefault(r.get("candidate"), r.get("build") or {})
+        builders = {}
+        for b in per.values():
+            k = b.get("builder", "none")
+            builders[k] = builders.get(k, 0) + 1
+        builds = {"builders": builders, "seconds": sum(b.get("seconds") or 0 for b in per.values()), "runSeconds": sum(r.get("runSeconds") or 0 for r in doc.get("records", []))}
         es, vs = t1 - t0, v1 - v0
         out["batches"][fe] = {
             "candidates": len(val),
             "eval": {"seconds": es, "perMinute": len(val) / es * 60, "gpuBusy": busy(os.path.join(work, f"{fe}-eval.util"), (t0, t1)), "exit": int(open(os.path.join(work, f"{fe}-eval.rc")).read()), "summary": doc.get("summary"), "evalSeconds": doc.get("seconds")},
             "validate": {"seconds": vs, "perMinute": len(val) / vs * 60, "gpuBusy": busy(os.path.join(work, f"{fe}-validate.util"), (v0, v1))},
+            "builds": builds,
             "speedup": vs / es,
             "equal": len(val) - len(differ),
             "differ": differ,

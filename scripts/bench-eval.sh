@@ -122,5 +122,6 @@ for fe, x in r["batches"].items():
           f"validate {x['validate']['seconds']:.1f} s = {x['validate']['perMinute']:.1f}/min (GPU busy {x['validate']['gpuBusy']:.0%}): "
           f"{x['speedup']:.2f}x; verdicts equal {x['equal']}/{x['candidates']}" + (f"; differ: {x['differ']}" if x["differ"] else ""))
     print(f"[bench-eval] {fe}: eval verdicts {x['evalVerdicts']}")
+    print(f"[bench-eval] {fe}: eval builds {x['builds']['builders']}, {x['builds']['seconds']:.1f} s of builds, {x['builds']['runSeconds']:.1f} s of candidate runs")
 PY
 say "figures in $out/bench-eval.json"
