@@ -7,13 +7,14 @@
  *
  * The check (PrunedCandidates.prepare), before the first candidate's build: validate's record of
  * the capture (build/pruned/check.json, src/rebuild/pruned-check.ts) where it is current, found
- * the same machine code, and holds for the plan a fast build of the capture's own source makes
- * now (the plan hash is written with the folder's path as $DIR, so a copy's compares); else both
- * builds of the capture's own source side by side in a private copy, compared by the frontend's
- * `differs`. Its outcome is kept for the process (kerncap mcp's evaluate calls, one after the
- * other). Each candidate's fast build must make the plan the check held for; a candidate whose
- * fast build fails, or makes another plan, is built by its confined build.sh, which gives the
- * verdict and the compiler's message (a step past the time limit excepted: FastBuildTimedOut).
+ * the same machine code and the pruned build the cheaper; else both builds of the capture's own
+ * source side by side in a private copy, compared by the frontend's `differs`. Its outcome is kept
+ * for the process (kerncap mcp's evaluate calls, one after the other). Each candidate's fast
+ * build must make the plan the check held for (the plan hash is written with the folder's path
+ * as $DIR, so a copy's compares with the capture's); a candidate whose fast build fails is built
+ * by its confined build.sh, which gives the verdict and the compiler's message (a step past the
+ * time limit excepted: FastBuildTimedOut); one that makes another plan turns the pruned builds
+ * off for the rest.
  * One pruner's analysis is shared by all candidates (FastBuilder.series's `sharing`).
  * A received capture's candidates (built from the private copy of the bytes the user trusted),
  * and a frontend with no fast build or no confinement (Triton), build by build.sh alone.
@@ -49,7 +50,12 @@ export class PrunedCandidates {
     readonly plan: string,
     private readonly shared: FastBuildSeries,
     private readonly force: boolean,
+    /** The check's key in `checked` (the capture's real path and kernel). */
+    private readonly key: string,
   ) {}
+
+  /** Set once a candidate's pruned build made another plan than the check's: build.sh builds the rest. */
+  private off = false;
 
   /**
    * The pruned builds of the candidates of the capture `dir` (manifest `m`), or undefined where
@@ -65,13 +71,13 @@ export class PrunedCandidates {
     const key = `${realpathSync(dir)}\0${m.kernel.name}`;
     const known = checked.get(key);
     if (known && "off" in known) return void log.debug(`eval builds with build.sh: ${known.off}`);
-    if (known) return new PrunedCandidates(m, fast, fe, known.plan, known.series, o.force);
+    if (known) return new PrunedCandidates(m, fast, fe, known.plan, known.series, o.force, key);
     const copy = join(privateTempFolder("kerncap-eval-check-"), "capture");
     try {
       const r = await check(dir, copy, m, fast, o);
       checked.set(key, r);
       if ("off" in r) return void log.debug(`eval builds with build.sh: ${r.off}`);
-      return new PrunedCandidates(m, fast, fe, r.plan, r.series, o.force);
+      return new PrunedCandidates(m, fast, fe, r.plan, r.series, o.force, key);
     } finally {
       rmSync(join(copy, ".."), { recursive: true, force: true });
     }
@@ -84,11 +90,17 @@ export class PrunedCandidates {
    * @throws KerncapError E_INTERRUPTED
    */
   async build(dest: string): Promise<PrunedBuild | undefined> {
+    if (this.off) return undefined;
     try {
       assertRegularTree(dest, "src");
       prepareConfinedFast(dest, this.m);
       const f = await confinedFast(dest, this.m, this.fast, this.fast.series(undefined, this.shared), this.force);
-      if (f.plan !== this.plan) return void log.debug(`${dest}: its pruned build's plan is not the one checked: build.sh builds it`);
+      if (f.plan !== this.plan) {
+        // build.sh's compile is not the one checked (another kerncap wrote the record, a changed build.sh): build.sh for the rest
+        this.off = true;
+        checked.set(this.key, { off: "the pruned build's plan is not the one checked" });
+        return void log.info(`the candidates' pruned builds compile otherwise than the check's: build.sh builds them`);
+      }
       this.fe.checkRebuiltModule?.(f.module, this.m);
       return { module: f.module, seconds: f.seconds };
     } catch (e) {
@@ -122,8 +134,15 @@ async function check(
   const rec = readPrunedCheck(dir);
   const current = rec && rec.kernel === m.kernel.name && rec.kerncap === TOOL_VERSION ? rec : undefined;
   if (current && !current.same) return { off: `validate's check found the pruned build unfit (${current.reason})` };
-  copyReproducer(dir, copy);
   const series = fast.series();
+  // validate's check, the pruned build the cheaper there: no build here (each candidate's plan is held to the record's)
+  if (current && current.plan && (current.costs?.pruned ?? current.prunedSeconds ?? Infinity) < (current.costs?.buildSh ?? current.buildShSeconds)) {
+    log.info(
+      `eval builds the candidates from the pruned TU (device code only), as validate's check of ${current.at} found it gives the kernel build.sh's machine code`,
+    );
+    return { plan: current.plan, series };
+  }
+  copyReproducer(dir, copy);
   const interrupted = (e: unknown) => isKerncapError(e) && e.code === "E_INTERRUPTED";
   try {
     prepareConfinedFast(copy, m);
@@ -134,11 +153,6 @@ async function check(
   const fastP = confinedFast(copy, m, fast, series, o.force, stop.signal).catch((e: unknown) => {
     throw interrupted(e) ? e : new FastBuildUnavailable(e instanceof Error ? e.message : String(e));
   });
-  if (current) {
-    const f = await fastP.catch((e: unknown) => (interrupted(e) ? Promise.reject(e) : undefined));
-    // validate's check holds for this plan; the fast build cheaper than build.sh was there (its check's times)
-    if (f?.plan === current.plan && f.seconds < current.buildShSeconds) return { plan: f.plan, series };
-  }
   const [full, pruned] = await Promise.allSettled([
     buildReproducer(copy, { quiet: true, force: o.force, confine: m, confinedBy: o.confinedBy ?? "kerncap eval" }).catch((e: unknown) => {
       stop.abort();
