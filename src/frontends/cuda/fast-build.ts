@@ -125,13 +125,6 @@ export class FastBuildState {
     }
   }
 
-  /**
-   * The state a work folder keeps for the next process (validate: one per edit): the base of
-   * the incremental preprocessing (the whole TU's -dD output, `full.cpp1.ii`, and the sources it
-   * was made from, `base-sources.json`, and which of its headers have `#pragma once`,
-   * `pragma-once.json`), and the pruner's analysis of the last text it pruned
-   * (`prune-state.bin`, ./prune/persist.ts: ignored unless whole, this user's, this kerncap's).
-   */
   /** A new series that shares `other`'s pruner (its analysis of the declarations: kerncap eval's candidates of one TU), or a fresh one. */
   static sharing(other?: FastBuildState): FastBuildState {
     const st = new FastBuildState();
@@ -139,6 +132,13 @@ export class FastBuildState {
     return st;
   }
 
+  /**
+   * The state a work folder keeps for the next process (validate: one per edit): the base of
+   * the incremental preprocessing (the whole TU's -dD output, `full.cpp1.ii`, and the sources it
+   * was made from, `base-sources.json`, and which of its headers have `#pragma once`,
+   * `pragma-once.json`), and the pruner's analysis of the last text it pruned
+   * (`prune-state.bin`, ./prune/persist.ts: ignored unless whole, this user's, this kerncap's).
+   */
   static load(work: string): FastBuildState {
     const t0 = performance.now();
     const st = new FastBuildState();
