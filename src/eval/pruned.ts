@@ -102,6 +102,11 @@ export class PrunedCandidates {
         return void log.info(`the candidates' pruned builds compile otherwise than the check's: build.sh builds them`);
       }
       this.fe.checkRebuiltModule?.(f.module, this.m);
+      log.debug(
+        `${dest}: pruned build ${f.seconds.toFixed(2)} s (${Object.entries(f.steps)
+          .map(([k, v]) => `${k} ${typeof v === "number" ? Math.round(v) : v}`)
+          .join(", ")})`,
+      );
       return { module: f.module, seconds: f.seconds };
     } catch (e) {
       if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
