@@ -19,7 +19,7 @@
  * A received capture's candidates (built from the private copy of the bytes the user trusted),
  * and a frontend with no fast build or no confinement (Triton), build by build.sh alone.
  */
-import { chmodSync, mkdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import { isKerncapError } from "../errors.ts";
@@ -43,6 +43,8 @@ export type PrunedBuild = { module: string; seconds: number } | { timedOut: { se
 
 export class PrunedCandidates {
   private constructor(
+    /** The capture folder (its src/ is what a candidate's edits are told against). */
+    private readonly dir: string,
     private readonly m: Manifest,
     private readonly fast: FastBuilder,
     private readonly fe: Frontend,
@@ -71,13 +73,13 @@ export class PrunedCandidates {
     const key = `${realpathSync(dir)}\0${m.kernel.name}`;
     const known = checked.get(key);
     if (known && "off" in known) return void log.debug(`eval builds with build.sh: ${known.off}`);
-    if (known) return new PrunedCandidates(m, fast, fe, known.plan, known.series, o.force, key);
+    if (known) return new PrunedCandidates(dir, m, fast, fe, known.plan, known.series, o.force, key);
     const copy = join(privateTempFolder("kerncap-eval-check-"), "capture");
     try {
       const r = await check(dir, copy, m, fast, o);
       checked.set(key, r);
       if ("off" in r) return void log.debug(`eval builds with build.sh: ${r.off}`);
-      return new PrunedCandidates(m, fast, fe, r.plan, r.series, o.force, key);
+      return new PrunedCandidates(dir, m, fast, fe, r.plan, r.series, o.force, key);
     } finally {
       rmSync(join(copy, ".."), { recursive: true, force: true });
     }
@@ -94,6 +96,8 @@ export class PrunedCandidates {
     try {
       assertRegularTree(dest, "src");
       prepareConfinedFast(dest, this.m);
+      const unfit = prunedUnfit(this.dir, dest, this.fe.generatedSources?.(this.m) ?? []);
+      if (unfit) return void log.debug(`${dest}: ${unfit}: build.sh builds it`);
       const f = await confinedFast(dest, this.m, this.fast, this.fast.series(undefined, this.shared), this.force);
       if (f.plan !== this.plan) {
         // build.sh's compile is not the one checked (another kerncap wrote the record, a changed build.sh): build.sh for the rest
@@ -115,6 +119,52 @@ export class PrunedCandidates {
       return undefined;
     }
   }
+}
+
+/** Where a candidate's sources are read for prunedUnfit: at most this many files of at most this many bytes (past them: build.sh). */
+const SCREEN_FILES = 4096;
+const SCREEN_BYTES = 8 << 20;
+
+/**
+ * Why a candidate's sources (the copy `dest`'s src/) are not built from the pruned TU, or
+ * undefined: the pruned TU takes out what the kernel's code does not name (host-only function
+ * bodies, unused declarations, what line markers place in system headers), and two things in a
+ * source can make that change the kernel's meaning or hide an error (adversary 37):
+ * - a `#line` directive or a GNU line marker (`# 1 "/usr/include/stdio.h" 1 3`): the text after it
+ *   reads as another file, a system header's, whose unused declarations the pruner drops;
+ * - a `friend` declaration the capture's own sources do not have (in a file the candidate changed
+ *   or added): a host function's body that instantiates a template with a friend can change what
+ *   a constant expression in the kernel evaluates to (stateful template metaprogramming).
+ * Either is built by build.sh, whose outcome is the verdict. The files kerncap generates from
+ * others (`generated`, relative to src/: CUDA's slice, made anew from its TU, with kerncap's own
+ * #line directives) are not read: their source is.
+ */
+export function prunedUnfit(capture: string, dest: string, generated: readonly string[]): string | undefined {
+  const files: string[] = [];
+  try {
+    for (const rel of readdirSync(join(dest, "src"), { recursive: true, encoding: "utf8" })) {
+      if (files.length >= SCREEN_FILES) return `src/ holds more than ${SCREEN_FILES} files`;
+      if (lstatSync(join(dest, "src", rel)).isFile()) files.push(rel);
+    }
+  } catch (e) {
+    return `src/ could not be read (${e instanceof Error ? e.message : String(e)})`;
+  }
+  const friends = (t: string) => (t.match(/\bfriend\b/g) ?? []).length;
+  const made = new Set(generated.map((g) => g.replace(/^src\//, "")));
+  for (const rel of files.filter((f) => !made.has(f))) {
+    const p = join(dest, "src", rel);
+    if (statSync(p).size > SCREEN_BYTES) return `src/${rel} is past ${SCREEN_BYTES >> 20} MiB`;
+    const text = readFileSync(p, "latin1");
+    if (/^[ \t]*#[ \t]*(?:line\b|\d)/m.test(text)) return `src/${rel} holds a #line directive or a line marker`;
+    let before: string | undefined;
+    try {
+      before = readFileSync(join(capture, "src", rel), "latin1");
+    } catch {
+      before = undefined; // a file the candidate added
+    }
+    if (before !== text && friends(text) > (before === undefined ? 0 : friends(before))) return `src/${rel} declares a friend its capture's source does not`;
+  }
+  return undefined;
 }
 
 /** One confined fast build of the folder `dir` into its build/pruned (0700: its preprocessed TU holds the text of every file the source included). */

@@ -9,7 +9,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { EvalRecord } from "../../src/format/eval-record.ts";
-import { sameKernelCode } from "../../src/frontends/cuda/fast-build.ts";
+import { sameKernelCode, statements } from "../../src/frontends/cuda/fast-build.ts";
+import { prunedUnfit } from "../../src/eval/pruned.ts";
 import { tempDir } from "./fixtures.ts";
 
 const NVCC = ["/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc", Bun.which("nvcc")].find((p): p is string => !!p && existsSync(p));
@@ -122,4 +123,55 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     expect(s2.stderr.toString()).toContain("the candidates' pruned builds compile otherwise than the check's: build.sh builds them");
     expect(records(s2.stdout.toString()).map((x) => x.build.builder)).toEqual(["build.sh", "build.sh"]);
   }, 300_000);
+});
+
+// adversary 37: what the pruned TU takes out (host-only bodies, what line markers place in system headers) could change a
+// candidate's meaning or hide its error; such candidates are built by build.sh
+describe("which candidates the pruned TU does not build", () => {
+  const pair = (capture: Record<string, string>, cand: Record<string, string>) => {
+    const root = tempDir();
+    for (const [side, files] of [
+      ["cap", capture],
+      ["cand", cand],
+    ] as const)
+      for (const [rel, text] of Object.entries(files)) {
+        mkdirSync(join(root, side, "src", rel, ".."), { recursive: true });
+        writeFileSync(join(root, side, "src", rel), text);
+      }
+    return { cap: join(root, "cap"), cand: join(root, "cand") };
+  };
+  const k = "__global__ void k(float* y) { y[0] = 1; }\n";
+
+  test("a GNU line marker or #line directive in a source (not in the slice kerncap generates) sends the candidate to build.sh", () => {
+    for (const line of ['# 1 "/usr/include/stdio.h" 1 3', '#line 1 "x.h"', "  #  12", "#line 7"]) {
+      const { cap, cand } = pair({ "k.cu": k }, { "k.cu": `${line}\n${k}` });
+      expect(prunedUnfit(cap, cand, [])).toBe("src/k.cu holds a #line directive or a line marker");
+    }
+    // kerncap's own slice carries #line directives back to its TU: not read (its TU is)
+    const { cap, cand } = pair(
+      { "k.cu": k, "k.kerncap-slice.cu": `#line 1 "src/k.cu"\n${k}` },
+      { "k.cu": `${k}// edit\n`, "k.kerncap-slice.cu": `#line 1 "src/k.cu"\n${k}` },
+    );
+    expect(prunedUnfit(cap, cand, ["k.kerncap-slice.cu"])).toBeUndefined();
+    // an #include or #define is no marker
+    const plain = pair({ "k.cu": k }, { "k.cu": `#include "h.h"\n#define N 3\n${k}`, "h.h": "#pragma once\n" });
+    expect(prunedUnfit(plain.cap, plain.cand, [])).toBeUndefined();
+  });
+
+  test("a friend the capture's source does not declare (an edited or added file) sends the candidate to build.sh; the capture's own friends do not", () => {
+    const added = pair(
+      { "k.cu": `struct A { friend int f(A); };\n${k}` },
+      { "k.cu": `struct A { friend int f(A); };\ntemplate <int> struct W { friend constexpr int g(); };\n${k}` },
+    );
+    expect(prunedUnfit(added.cap, added.cand, [])).toBe("src/k.cu declares a friend its capture's source does not");
+    const kept = pair({ "k.cu": `struct A { friend int f(A); };\n${k}` }, { "k.cu": `struct A { friend int f(A); };\n${k.replace("1", "2")}` });
+    expect(prunedUnfit(kept.cap, kept.cand, [])).toBeUndefined();
+    const newFile = pair({ "k.cu": k }, { "k.cu": k, "n.h": "struct B { friend void h(B); };\n" });
+    expect(prunedUnfit(newFile.cap, newFile.cand, [])).toBe("src/n.h declares a friend its capture's source does not");
+  });
+
+  test("the statement count that bounds the pruner's memory stops at its cap", () => {
+    expect(statements("int a; { b; }", 100)).toBe(4);
+    expect(statements(";".repeat(5000), 10)).toBe(11);
+  });
 });

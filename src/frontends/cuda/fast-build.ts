@@ -328,11 +328,25 @@ async function fastBuildSteps(dirArg: string, work: string, o: FastBuildOptions,
 }
 
 /**
- * The largest preprocessed TU a confined fast build prunes (bytes): the pruner runs on kerncap's
- * own thread, so a candidate's TU that grew past any real one's (ggml's mmq: 4.4 MB) is left to
- * build.sh, which runs as a child under the confined build's limits.
+ * The largest preprocessed TU a confined fast build prunes (bytes), and the most statements and
+ * blocks in it (`;`, `{`, `}`): the pruner runs in kerncap's own process, whose memory the confined
+ * build's limits do not bound, and its analysis takes about 0.7 GB per million of them (adversary
+ * 37: a 2.3 KB candidate whose macros expand to millions of `;` took 9.9 GB). Real TUs lie far
+ * below both (ggml's mmq: 4.4 MB; one with cub's headers: 10.7 MB, 0.16 million); a candidate's TU
+ * past either is left to build.sh, which runs as a child under the confined build's limits.
  */
-const CONFINED_TU_MAX = 64 << 20;
+const CONFINED_TU_MAX = 32 << 20;
+const CONFINED_TU_STATEMENTS = 1_000_000;
+
+/** The count of `;`, `{` and `}` in `text`, up to `cap` (then cap + 1). */
+export function statements(text: string, cap: number): number {
+  let n = 0;
+  for (let i = 0; i < text.length && n <= cap; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 59 || c === 123 || c === 125) n++;
+  }
+  return n;
+}
 
 /**
  * `text` (a preprocessed TU) with the folder `dir`'s path, as given and resolved, written as a
@@ -379,8 +393,11 @@ async function confinedSteps(
   }
   if (confined.outside(listed).length) throw new FastBuildUnavailable("the TU read a file outside what a confined build may read");
   if (statSync(plan.fullTU).size > CONFINED_TU_MAX) throw new FastBuildUnavailable(`the preprocessed TU is past ${CONFINED_TU_MAX >> 20} MiB`);
+  const text = readFileSync(plan.fullTU, "latin1");
+  if (statements(text, CONFINED_TU_STATEMENTS) > CONFINED_TU_STATEMENTS)
+    throw new FastBuildUnavailable(`the preprocessed TU holds more than ${CONFINED_TU_STATEMENTS} statements and blocks`);
   const tFull = performance.now();
-  const pruned = state.prune(withPlaceholderPaths(readFileSync(plan.fullTU, "latin1"), dir));
+  const pruned = state.prune(withPlaceholderPaths(text, dir));
   writeFileAtomic(plan.prunedTU, Buffer.from(pruned.text, "latin1"), { ...SCRATCH, root: dir });
   const t3 = performance.now();
   const cc = await sh(`set -e\n${envLines}\n${plan.compile}`, dir, env, o.signal, confined);
