@@ -39,6 +39,7 @@ import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { PrunedCandidates } from "./pruned.ts";
+import { kernelCodeSha256 } from "../rebuild/resources.ts";
 import { buildCandidate, buildPool, builtFigures, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts";
@@ -487,6 +488,7 @@ async function buildInto(
         seconds: b.built.seconds,
         ...builtFigures(b.built),
         moduleSha256,
+        kernelSha256: kernelCodeSha256(b.built.module, home.manifest),
         ...(inCopy ? { module } : {}),
         ...(b.built.builder ? { builder: b.built.builder } : {}),
       });

@@ -132,6 +132,16 @@ export const EvalRecord = v.object({
     /** true: the build ran past its limit (--build-timeout, KERNCAP_BUILD_TIMEOUT, a confined build's 600 s) and was killed (a compile-error); absent otherwise. */
     timedOut: v.optional(v.literal(true)),
     moduleSha256: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
+    /**
+     * The SHA-256 (hex) of the kernel's machine code in that module (src/rebuild/resources.ts
+     * kernelCodeSha256: its .text section, register count, attribute, shared and parameter sizes):
+     * candidates with one kernel digest run one kernel even where their modules' bytes differ (nvcc
+     * names a TU's internal symbols after a hash of its path, and each candidate is built in its
+     * own copy: a comment-only edit of a TU with such symbols makes another moduleSha256, the same
+     * kernelSha256); null where the module has no cubin section for the kernel (PTX, AMD); absent
+     * where nothing was built and in records of kerncap before it.
+     */
+    kernelSha256: v.optional(v.nullable(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/)))),
     module: v.optional(v.string()),
     /** Which build made the module: the capture's build.sh, or the pruned TU's device-only build (src/eval/pruned.ts: once a check found it gives the kernel build.sh's machine code); absent where nothing was built and in records of kerncap before it. */
     builder: v.optional(v.picklist(["build.sh", "pruned"])),

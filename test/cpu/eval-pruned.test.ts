@@ -91,6 +91,9 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     expect(ft).toMatchObject({ verdict: "built", build: { builder: "build.sh", module: "build/kernel.cubin", registers: t.build.registers } });
     expect(f.stderr.toString()).not.toContain("pruned TU");
     expect(sameKernelCode(readFileSync(join(ft.copy, ft.build.module)), prunedModule, KERNEL)).toBeNull();
+    // one kernel, one kernel digest, whichever build made the module (their bytes differ: cub's internal symbols are named after the TU's path)
+    expect(ft.build.kernelSha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(ft.build.kernelSha256).toBe(t.build.kernelSha256);
   }, 300_000);
 
   test("validate's check record, current and fit, spares eval its own check; a record whose plan is not the candidates' turns the pruned builds off (build.sh builds them, said)", () => {
