@@ -430,11 +430,7 @@ async function buildInto(
   { rec, stopped, folders, copyGate }: { rec: Recorder; stopped: () => boolean; folders: CandidateFolders; copyGate?: CopyGate },
 ): Promise<unknown> {
   try {
-    const pruned = o.buildWith ? undefined : await prunedBuilds(o, home, pending);
-    const buildWith =
-      o.buildWith ??
-      ((dir: string, mm: Manifest, c: Candidate, dest: string) =>
-        buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}), ...(pruned ? { pruned } : {}) }));
+    const buildWith = o.buildWith ?? (await candidateBuilder(o, home, pending, copyGate));
     const buildOne = async (c: Candidate, todo: EvalInput[], prior?: EvalRecord["build"]): Promise<void> => {
       if (stopped()) return;
       // --resume of a candidate whose runs were not made: the module its copy kept, where unchanged (built without a GPU,
@@ -522,6 +518,13 @@ async function buildInto(
   } finally {
     queue.end();
   }
+}
+
+/** How eval builds a candidate (./build.ts buildCandidate), with the pruned TU's builds where the check found them fit (prunedBuilds). */
+async function candidateBuilder(o: EvalOptions, home: EvalInput, pending: Pending[], copyGate?: CopyGate): Promise<NonNullable<EvalOptions["buildWith"]>> {
+  const pruned = await prunedBuilds(o, home, pending);
+  return (dir, mm, c, dest) =>
+    buildCandidate(dir, mm, c, dest, { ...o.build, confine: o.confine, ...(copyGate ? { gate: copyGate } : {}), ...(pruned ? { pruned } : {}) });
 }
 
 /**
