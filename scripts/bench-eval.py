@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import sys
+from datetime import datetime
 
 
 def kernel_file(cap, needle, prefer):
@@ -268,12 +269,35 @@ def report(work, n, workers):
             k = b.get("builder", "none")
             builders[k] = builders.get(k, 0) + 1
         builds = {"builders": builders, "seconds": sum(b.get("seconds") or 0 for b in per.values()), "runSeconds": sum(r.get("runSeconds") or 0 for r in doc.get("records", []))}
+        # the eval's timeline (s from its start): when its records were written (first, median, last), the slowest
+        # candidate's (its verdict), and the pruned builds' check as its stderr says it
+        ats = []
+        for r in doc.get("records", []):
+            try:
+                ats.append((datetime.fromisoformat(r["at"].replace("Z", "+00:00")).timestamp() - t0, r.get("label"), r.get("verdict"), r.get("runSeconds") or 0))
+            except (KeyError, ValueError):
+                pass
+        ats.sort()
+        check = None
+        try:
+            m = re.search(r"machine code for the kernel is build\.sh's: ([\d.]+) s against ([\d.]+) s", open(os.path.join(work, f"{fe}-eval.log")).read())
+            check = {"pruned": float(m.group(1)), "buildSh": float(m.group(2))} if m else None
+        except OSError:
+            pass
+        timeline = {
+            "firstRecord": ats[0][0] if ats else None,
+            "medianRecord": ats[len(ats) // 2][0] if ats else None,
+            "lastRecord": ats[-1][0] if ats else None,
+            "last": [{"at": round(a, 2), "label": l, "verdict": v, "runSeconds": round(rs, 2)} for a, l, v, rs in ats[-3:]],
+            "check": check,
+        }
         es, vs = t1 - t0, v1 - v0
         out["batches"][fe] = {
             "candidates": len(val),
             "eval": {"seconds": es, "perMinute": len(val) / es * 60, "gpuBusy": busy(os.path.join(work, f"{fe}-eval.util"), (t0, t1)), "exit": int(open(os.path.join(work, f"{fe}-eval.rc")).read()), "summary": doc.get("summary"), "evalSeconds": doc.get("seconds")},
             "validate": {"seconds": vs, "perMinute": len(val) / vs * 60, "gpuBusy": busy(os.path.join(work, f"{fe}-validate.util"), (v0, v1))},
             "builds": builds,
+            "timeline": timeline,
             "speedup": vs / es,
             "equal": len(val) - len(differ),
             "differ": differ,

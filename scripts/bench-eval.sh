@@ -123,5 +123,7 @@ for fe, x in r["batches"].items():
           f"{x['speedup']:.2f}x; verdicts equal {x['equal']}/{x['candidates']}" + (f"; differ: {x['differ']}" if x["differ"] else ""))
     print(f"[bench-eval] {fe}: eval verdicts {x['evalVerdicts']}")
     print(f"[bench-eval] {fe}: eval builds {x['builds']['builders']}, {x['builds']['seconds']:.1f} s of builds, {x['builds']['runSeconds']:.1f} s of candidate runs")
+    t = x["timeline"]
+    print(f"[bench-eval] {fe}: eval timeline: records at {t['firstRecord']} / {t['medianRecord']} / {t['lastRecord']} s (first / median / last), check {t['check']}, last three {t['last']}")
 PY
 say "figures in $out/bench-eval.json"
