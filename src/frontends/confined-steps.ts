@@ -44,23 +44,29 @@ export function prepareConfinedFast(dir: string, m: Manifest): void {
 
 /**
  * The steps of a confined fast build of the folder `dir` (a private copy of the capture whose
- * manifest is `m`): ConfinedSteps for FastBuildOptions.confined.
+ * manifest is `m`): ConfinedSteps for FastBuildOptions.confined. The confined build's time limit
+ * (buildTimeout) bounds all its steps together, from this call on: a step that would start past
+ * it, or runs past it, is FastBuildTimedOut.
  */
 export function confinedStepsFor(dir: string, m: Manifest): ConfinedSteps {
   const recorded = recordedSources(dir, m);
+  // one time limit for all the steps of the build, as build.sh's one run has (KERNCAP_BUILD_TIMEOUT, --build-timeout)
+  const limit = buildTimeout(true);
+  const start = performance.now();
+  const elapsed = () => (performance.now() - start) / 1000;
   return {
     async run(argv, cwd, env, signal) {
-      const limit = buildTimeout(true);
-      const timeout = limit ? `timeout -k 5 ${limit.seconds} ` : "";
+      const left = limit ? Math.ceil(limit.seconds - elapsed()) : 0;
+      if (limit && left <= 0) throw new FastBuildTimedOut(limit);
+      const timeout = limit ? `timeout -k 5 ${left} ` : "";
       const bounded = ["bash", "-c", `ulimit -d ${CONFINED_DATA_KIB} -f ${CONFINED_FILE_KIB} && exec ${timeout}"$0" "$@"`, ...argv];
       const tmp = privateTempFolder("kerncap-tmp-");
       try {
         const confinement = confinementFor(m.kernel.frontend);
         const run = confinement === "scan" ? bounded : sandboxedArgv(bounded, confinement, sandboxPaths({ folder: dir, tmp, recorded, env }));
-        const t0 = performance.now();
         const ran = await runBuildCommand(run, cwd, env, signal, { tmp });
         if (run !== bounded && SANDBOX_EXIT_CODES.includes(ran.code)) throw new FastBuildUnavailable("the sandbox could not be made");
-        if (limit && (ran.code === 124 || (ran.code === 137 && (performance.now() - t0) / 1000 >= limit.seconds))) throw new FastBuildTimedOut(limit);
+        if (limit && (ran.code === 124 || (ran.code === 137 && elapsed() >= limit.seconds))) throw new FastBuildTimedOut(limit);
         return ran;
       } finally {
         rmSync(tmp, { recursive: true, force: true });

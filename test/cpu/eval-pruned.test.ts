@@ -178,3 +178,24 @@ describe("which candidates the pruned TU does not build", () => {
     expect(statements(";".repeat(5000), 10)).toBe(11);
   });
 });
+
+test("a confined fast build's steps share one time limit (KERNCAP_BUILD_TIMEOUT), as build.sh's one run does: a step that runs past what is left is FastBuildTimedOut", async () => {
+  const { confinedStepsFor, FastBuildTimedOut } = await import("../../src/frontends/confined-steps.ts");
+  const dir = tempDir();
+  const saved = process.env.KERNCAP_BUILD_TIMEOUT;
+  process.env.KERNCAP_BUILD_TIMEOUT = "2";
+  try {
+    // a Triton manifest: confined by the scan alone (no sandbox needed for `sleep`)
+    const steps = confinedStepsFor(dir, { kernel: { frontend: "triton", name: "k" }, source: {} } as never);
+    const first = await steps.run(["sleep", "1.2"], dir, { PATH: process.env.PATH });
+    expect(first.code).toBe(0);
+    // 0.8 s left (rounded up to 1 s): a second 1.2 s step is stopped there
+    let thrown: unknown;
+    await steps.run(["sleep", "1.2"], dir, { PATH: process.env.PATH }).catch((e: unknown) => (thrown = e));
+    expect(thrown).toBeInstanceOf(FastBuildTimedOut);
+    expect((thrown as InstanceType<typeof FastBuildTimedOut>).limit).toEqual({ seconds: 2, set: true });
+  } finally {
+    if (saved === undefined) delete process.env.KERNCAP_BUILD_TIMEOUT;
+    else process.env.KERNCAP_BUILD_TIMEOUT = saved;
+  }
+});
