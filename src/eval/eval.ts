@@ -533,9 +533,12 @@ async function candidateBuilder(o: EvalOptions, home: EvalInput, pending: Pendin
  * @throws KerncapError E_INTERRUPTED (a stop signal during the check)
  */
 async function prunedBuilds(o: EvalOptions, home: EvalInput, pending: Pending[]): Promise<PrunedCandidates | undefined> {
-  if (o.build.fullBuild || !pending.some(({ c }) => !c.refused && c.kind !== "flags" && c.kind !== "config")) return undefined;
+  const sources = pending.filter(({ c }) => !c.refused && c.kind !== "flags" && c.kind !== "config").length;
+  if (o.build.fullBuild || !sources) return undefined;
   try {
     return await PrunedCandidates.prepare(home.dir, home.manifest, {
+      candidates: sources,
+      jobs: Math.max(1, o.jobs ?? availableParallelism()),
       force: o.build.force,
       ...(o.build.confinedBy ? { confinedBy: o.build.confinedBy } : {}),
     });

@@ -31,6 +31,7 @@ import { confinedStepsFor, FastBuildTimedOut, prepareConfinedFast } from "../fro
 import type { FastBuilder, FastBuildSeries, FastBuilt, Frontend } from "../frontends/frontend.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { log } from "../log.ts";
+import { plural } from "../util/format.ts";
 import { PRUNED_DIR, readPrunedCheck } from "../rebuild/pruned-check.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { copyReproducer } from "./candidates.ts";
@@ -64,7 +65,11 @@ export class PrunedCandidates {
    * they are not used (said at debug level, or as info where the check found other machine code).
    * @throws KerncapError E_INTERRUPTED (a stop signal during the check's builds)
    */
-  static async prepare(dir: string, m: Manifest, o: { force: boolean; confinedBy?: string }): Promise<PrunedCandidates | undefined> {
+  static async prepare(
+    dir: string,
+    m: Manifest,
+    o: { force: boolean; confinedBy?: string; candidates: number; jobs: number },
+  ): Promise<PrunedCandidates | undefined> {
     const fe = frontendOf(m);
     const fast = fe.fastBuild;
     if (!fast || m.source?.cuda === undefined) return undefined; // no fast build, or no build to confine (Triton's)
@@ -74,6 +79,12 @@ export class PrunedCandidates {
     const known = checked.get(key);
     if (known && "off" in known) return void log.debug(`eval builds with build.sh: ${known.off}`);
     if (known) return new PrunedCandidates(dir, m, fast, fe, known.plan, known.series, o.force, key);
+    // a check of its own costs about one build.sh build beside a pruned one: repaid only by a few rounds of candidates'
+    // builds (fewer, and build.sh alone is as fast: a 2-core machine is never slower than build.sh), unless validate's record spares it
+    if (!validateRecord(dir, m) && o.candidates < FEW_ROUNDS * o.jobs)
+      return void log.debug(
+        `eval builds with build.sh: ${plural(o.candidates, "candidate")} on ${plural(o.jobs, "build job")} do not repay a check of the pruned build`,
+      );
     const copy = join(privateTempFolder("kerncap-eval-check-"), "capture");
     try {
       const r = await check(dir, copy, m, fast, o);
@@ -175,9 +186,27 @@ async function confinedFast(dir: string, m: Manifest, fast: FastBuilder, series:
   return fast.build(dir, work, { force, confined: confinedStepsFor(dir, m), ...(signal ? { signal } : {}) }, series);
 }
 
+/** Rounds of `jobs` candidates' builds below which eval runs no check of its own (build.sh builds them). */
+const FEW_ROUNDS = 2;
+
 /**
- * The check in the private copy `copy` of the capture `dir`: validate's record where it holds for
- * the plan of a fast build of the capture's source now, else build.sh's build beside it, compared.
+ * validate's record of the capture (build/pruned/check.json) where it is current (this kerncap, this
+ * kernel): the pruned build unfit (off), or fit and the cheaper there (the plan it holds for, each
+ * candidate's plan held to it); undefined where there is none of use.
+ */
+function validateRecord(dir: string, m: Manifest): { off: string } | { plan: string; at: string } | undefined {
+  const rec = readPrunedCheck(dir);
+  const current = rec && rec.kernel === m.kernel.name && rec.kerncap === TOOL_VERSION ? rec : undefined;
+  if (!current) return undefined;
+  if (!current.same) return { off: `validate's check found the pruned build unfit (${current.reason})` };
+  const cheaper = (current.costs?.pruned ?? current.prunedSeconds ?? Infinity) < (current.costs?.buildSh ?? current.buildShSeconds);
+  return current.plan && cheaper ? { plan: current.plan, at: current.at } : undefined;
+}
+
+/**
+ * The check of the capture `dir`: validate's record where it is current and found the pruned build
+ * fit (or unfit) and cheaper, else both builds of the capture's own source in the private copy
+ * `copy`, compared.
  */
 async function check(
   dir: string,
@@ -186,16 +215,14 @@ async function check(
   fast: FastBuilder,
   o: { force: boolean; confinedBy?: string },
 ): Promise<{ plan: string; series: FastBuildSeries } | { off: string }> {
-  const rec = readPrunedCheck(dir);
-  const current = rec && rec.kernel === m.kernel.name && rec.kerncap === TOOL_VERSION ? rec : undefined;
-  if (current && !current.same) return { off: `validate's check found the pruned build unfit (${current.reason})` };
   const series = fast.series();
-  // validate's check, the pruned build the cheaper there: no build here (each candidate's plan is held to the record's)
-  if (current && current.plan && (current.costs?.pruned ?? current.prunedSeconds ?? Infinity) < (current.costs?.buildSh ?? current.buildShSeconds)) {
+  const record = validateRecord(dir, m);
+  if (record && "off" in record) return record;
+  if (record) {
     log.info(
-      `eval builds the candidates from the pruned TU (device code only), as validate's check of ${current.at} found it gives the kernel build.sh's machine code`,
+      `eval builds the candidates from the pruned TU (device code only), as validate's check of ${record.at} found it gives the kernel build.sh's machine code`,
     );
-    return { plan: current.plan, series };
+    return { plan: record.plan, series };
   }
   copyReproducer(dir, copy);
   const interrupted = (e: unknown) => isKerncapError(e) && e.code === "E_INTERRUPTED";

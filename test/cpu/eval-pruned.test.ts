@@ -55,7 +55,7 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     mkdirSync(join(outside, ".."), { recursive: true });
     writeFileSync(outside, `#include "/etc/passwd"\n${readFileSync(twice, "utf8")}`);
 
-    const r = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, broken, outside, "--build-only", "--json", "--verbose"], {
+    const r = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, broken, outside, "--build-only", "--json", "--verbose", "--jobs", "1"], {
       env,
       stdout: "pipe",
       stderr: "pipe",
@@ -90,6 +90,15 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     const ft = records(f.stdout.toString())[0];
     expect(ft).toMatchObject({ verdict: "built", build: { builder: "build.sh", module: "build/kernel.cubin", registers: t.build.registers } });
     expect(f.stderr.toString()).not.toContain("pruned TU");
+    // too few candidates to repay a check of its own (under two rounds of --jobs builds, no record of validate's): build.sh alone
+    const few = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, "--build-only", "--json", "--verbose", "--jobs", "2"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(few.exitCode, few.stderr.toString()).toBe(0);
+    expect(few.stderr.toString()).toContain("eval builds with build.sh: 1 candidate on 2 build jobs do not repay a check of the pruned build");
+    expect(records(few.stdout.toString())[0].build.builder).toBe("build.sh");
     expect(sameKernelCode(readFileSync(join(ft.copy, ft.build.module)), prunedModule, KERNEL)).toBeNull();
     // one kernel, one kernel digest, whichever build made the module (their bytes differ: cub's internal symbols are named after the TU's path)
     expect(ft.build.kernelSha256).toMatch(/^[0-9a-f]{64}$/);
