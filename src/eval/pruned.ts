@@ -81,13 +81,14 @@ export class PrunedCandidates {
     if (known) return new PrunedCandidates(dir, m, fast, fe, known.plan, known.series, o.force, key);
     // a check of its own costs about one build.sh build beside a pruned one: repaid only by a few rounds of candidates'
     // builds (fewer, and build.sh alone is as fast: a 2-core machine is never slower than build.sh), unless validate's record spares it
-    if (!validateRecord(dir, m) && o.candidates < FEW_ROUNDS * o.jobs)
+    const record = validateRecord(dir, m);
+    if (!record && o.candidates < FEW_ROUNDS * o.jobs)
       return void log.debug(
         `eval builds with build.sh: ${plural(o.candidates, "candidate")} on ${plural(o.jobs, "build job")} do not repay a check of the pruned build`,
       );
     const copy = join(privateTempFolder("kerncap-eval-check-"), "capture");
     try {
-      const r = await check(dir, copy, m, fast, o);
+      const r = await check(dir, copy, m, fast, record, o);
       checked.set(key, r);
       if ("off" in r) return void log.debug(`eval builds with build.sh: ${r.off}`);
       return new PrunedCandidates(dir, m, fast, fe, r.plan, r.series, o.force, key);
@@ -213,10 +214,10 @@ async function check(
   copy: string,
   m: Manifest,
   fast: FastBuilder,
+  record: ReturnType<typeof validateRecord>,
   o: { force: boolean; confinedBy?: string },
 ): Promise<{ plan: string; series: FastBuildSeries } | { off: string }> {
   const series = fast.series();
-  const record = validateRecord(dir, m);
   if (record && "off" in record) return record;
   if (record) {
     log.info(

@@ -28,7 +28,7 @@ import type { PruneResult } from "./prune/policy.ts";
 import type { ConfinedSteps, FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { pragmaOnceKnown, rememberPragmaOnce } from "./pragma-once.ts";
-import { planFor, planHash, SCRATCH, type FastPlan } from "./fast-plan.ts";
+import { folderSpellings, planFor, planHash, SCRATCH, type FastPlan } from "./fast-plan.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";
 
@@ -357,8 +357,7 @@ export function statements(text: string, cap: number): number {
  * line marker names; the kernel's machine code does not depend on them (the check compares it).
  */
 function withPlaceholderPaths(text: string, dir: string): string {
-  const paths = [...new Set([resolve(dir), realpathSync(dir)])].sort((a, b) => b.length - a.length);
-  return paths.reduce((t, p) => (p.length > 1 ? t.split(p).join(`/${"k".repeat(p.length - 1)}`) : t), text);
+  return folderSpellings(dir).reduce((t, p) => (p.length > 1 ? t.split(p).join(`/${"k".repeat(p.length - 1)}`) : t), text);
 }
 
 /**

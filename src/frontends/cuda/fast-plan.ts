@@ -124,17 +124,19 @@ function readPlan(work: string): (FastPlan & { key: string }) | undefined {
  * candidates are built in copies: src/eval/pruned.ts).
  */
 export function planHash(p: FastPlan, dir: string): string {
-  const roots = [...new Set([resolve(dir), realOr(dir)])].sort((a, b) => b.length - a.length);
-  const norm = (t: string) => roots.reduce((acc, r) => acc.split(r).join("$DIR"), t);
+  const norm = (t: string) => folderSpellings(dir).reduce((acc, r) => acc.split(r).join("$DIR"), t);
   return new Bun.CryptoHasher("sha256").update(JSON.stringify([p.env.map(norm), norm(p.preprocess), norm(p.compile)])).digest("hex");
 }
 
-function realOr(p: string): string {
+/** The folder `dir`'s path as given (absolute) and resolved (links followed), longest first: how a command or a preprocessed TU may spell it. */
+export function folderSpellings(dir: string): string[] {
+  let real = resolve(dir);
   try {
-    return realpathSync(p);
+    real = realpathSync(dir);
   } catch {
-    return resolve(p);
+    // gone: as given
   }
+  return [...new Set([resolve(dir), real])].sort((a, b) => b.length - a.length);
 }
 
 /**
