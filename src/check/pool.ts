@@ -229,6 +229,13 @@ export async function drainQueue<T, O>(
     onStop: (stop: () => void) => void;
     died: (t: T, reason: string) => O;
     what: string;
+    /**
+     * Start every slot's worker at once, and a replacement as soon as one ends (after a fault, a
+     * timeout, a death), rather than when the slot takes its next task: its start (and what it
+     * prepares before its first task: eval's resident input) overlaps the builds. A worker that
+     * never got a task is killed at the end rather than waited for.
+     */
+    eager?: boolean;
   },
 ): Promise<void> {
   let next = 0;
@@ -242,18 +249,27 @@ export async function drainQueue<T, O>(
   const work = async (slot: number) => {
     let deaths = 0;
     let r: Runner<T, O> | undefined;
+    // whether r has been given a task (an eager worker that never was is killed at the end)
+    let used = false;
+    const start = () => {
+      r = open(slot, slots[slot]!);
+      used = false;
+      runners.set(slot, r);
+      return r;
+    };
+    if (o.eager && !o.stopped()) start();
     while (!o.stopped() && deaths < WORKER_RETRIES) {
       const t = await take();
       if (t === undefined || o.stopped()) break;
       o.onStart(t, slot);
       try {
-        r ??= open(slot, slots[slot]!);
-        runners.set(slot, r);
-        const x = await r.run(t);
+        const w = r ?? start();
+        used = true;
+        const x = await w.run(t);
         deaths = 0;
         if (!o.stopped()) o.onOutcome(x, slot);
-        if (r.retired?.()) {
-          await r.close();
+        if (w.retired?.()) {
+          await w.close();
           r = undefined;
         }
       } catch (e) {
@@ -263,16 +279,19 @@ export async function drainQueue<T, O>(
           r?.kill();
           await r?.close();
           r = undefined;
-          continue;
+        } else {
+          deaths++;
+          lastDeath = (e as Error).message;
+          o.onOutcome(o.died(t, lastDeath), slot);
+          r = undefined;
         }
-        deaths++;
-        lastDeath = (e as Error).message;
-        o.onOutcome(o.died(t, lastDeath), slot);
-        r = undefined;
       }
+      if (o.eager && r === undefined && !o.stopped() && deaths < WORKER_RETRIES) start();
     }
     runners.delete(slot);
-    await r?.close();
+    const last = r as Runner<T, O> | undefined;
+    if (last && !used) last.kill();
+    await last?.close();
     return deaths >= WORKER_RETRIES;
   };
   const gaveUp = await Promise.all(slots.map((_, i) => work(i)));

@@ -85,7 +85,8 @@ export async function serveTasks(
  * The worker side of the protocol for any settings and task (check's, eval's: src/eval/worker.ts):
  * the first line `{"settings": …}` checked by `schemas.settings`, each later `{"task": …}` by
  * `schemas.task`; `handle`'s outcome goes to `emit`, with retire when `lost()` holds after it (then
- * the worker stops).
+ * the worker stops). `prepare(settings)`, awaited before the first task is read, makes ready what
+ * every task needs (eval's resident input) while the parent still builds; it must not throw.
  * @throws KerncapError E_USAGE for a line that is not the protocol's
  */
 export async function serveProtocol<S, T, O>(
@@ -94,12 +95,14 @@ export async function serveProtocol<S, T, O>(
   handle: (t: T, s: S) => Promise<O>,
   emit: (o: O, retire: boolean) => void,
   lost: () => boolean = () => false,
+  prepare?: (s: S) => Promise<void>,
 ): Promise<void> {
   let settings: S | undefined;
   for await (const line of input) {
     if (!line.trim()) continue;
     if (settings === undefined) {
       settings = parse(schemas.settings, line, "the settings").settings;
+      await prepare?.(settings);
       continue;
     }
     const o = await handle(parse(schemas.task, line, "a task").task, settings);

@@ -96,7 +96,7 @@ export interface EvalOptions {
   /** How an interruption is said by the verb that runs this eval (kerncap tune: its configs, no --resume): what was done ("configs judged") and the hint; default eval's own. */
   interrupted?: { done: string; hint: string };
   /** How GPU workers are started (src/check/pool.ts workerCommand of `kerncap eval --worker`; the CPU tests give their own). */
-  open: (say: (line: string) => void, watchdog: Watchdog) => OpenRunner<EvalTask, EvalOutcome>;
+  open: (say: (line: string) => void, watchdog: Watchdog, warm?: string) => OpenRunner<EvalTask, EvalOutcome>;
   /** Each record as it is written (stdout's JSON Lines with --json). */
   onRecord?: (r: EvalRecord) => void;
   /** How a candidate is built (default src/eval/build.ts buildCandidate; the CPU tests give slow or failing ones). */
@@ -127,7 +127,11 @@ export function watchdogMs(m: Manifest, s: EvalSettings, floorS: number): number
  * printf). What `kerncap eval` and `kerncap tune` run their candidates on.
  */
 export function evalWorkers(settings: EvalSettings, verbose: boolean, clean: (line: string) => string): EvalOptions["open"] {
-  return (say, watchdog) => workerCommand(workerArgv("eval", verbose), settings, (l) => say(clean(l)), { watchdog: watchdog.ms, timedOut: watchdog.timedOut });
+  return (say, watchdog, warm) =>
+    workerCommand(workerArgv("eval", verbose), warm === undefined ? settings : { ...settings, warm }, (l) => say(clean(l)), {
+      watchdog: watchdog.ms,
+      timedOut: watchdog.timedOut,
+    });
 }
 
 /** A queue the builds push into and the GPU workers take from; take() waits until a task comes or end(). */
@@ -238,7 +242,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const building = buildInto(queue, o, home, pending, { rec, stopped, folders, copyGate });
   let buildError: unknown;
   try {
-    if (!o.buildOnly) await runOnWorkers(queue, o, rec, watchdog, stops);
+    if (!o.buildOnly) await runOnWorkers(queue, o, rec, watchdog, stops, pending.length ? home.dir : undefined);
     queue.release(); // no worker takes more: a build waiting for room goes on (and its task is never judged: E_WORKER)
     buildError = await building;
   } finally {
@@ -550,12 +554,21 @@ async function prunedBuilds(o: EvalOptions, home: EvalInput, pending: Pending[])
 }
 
 /** Judge the queue's tasks on the GPU workers (`o.slots`, started by `o.open`) as the builds feed it; a worker that dies gives its task `error` (E_WORKER). */
-async function runOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Recorder, watchdog: Watchdog, stops: StopSignals): Promise<void> {
+async function runOnWorkers(
+  queue: TaskQueue<EvalTask>,
+  o: EvalOptions,
+  rec: Recorder,
+  watchdog: Watchdog,
+  stops: StopSignals,
+  warm: string | undefined,
+): Promise<void> {
+  // with something to judge, the workers start at once and make the first input resident while the builds run (the first task finds them ready)
   await drainQueue(
     queue,
     o.slots,
-    o.open((l) => rec.progress.line(l), watchdog),
+    o.open((l) => rec.progress.line(l), watchdog, warm),
     {
+      eager: warm !== undefined,
       onStart: (t, slot) => rec.progress.started(`${rec.label(t.candidate)} on ${t.input}`, slot),
       onOutcome: (x, slot) => rec.emit(rec.recordOf(x, slot, o.slots[slot] ?? null)),
       stopped: () => stops.signal !== null,

@@ -26,6 +26,7 @@ import { resolve } from "node:path";
 import * as v from "valibot";
 import { mismatchReason } from "../check/runner.ts";
 import { isKerncapError } from "../errors.ts";
+import { log } from "../log.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import type { EvalOutcome } from "../format/eval-record.ts";
 import { readCaptureBytes } from "../format/paths.ts";
@@ -47,6 +48,8 @@ export interface EvalSettings {
   flushL2?: boolean;
   /** Seconds the comparison may spend on more timed rounds after `iters` until it is decided (src/replay/stats.ts adaptiveCompare; default the engine's). 0: `iters` rounds only (kerncap tune: many configs, each timed alike). */
   compareBudgetSeconds?: number;
+  /** The capture folder of the input the first tasks are judged on: the worker makes it resident as soon as it starts (EvalJudge.prepare), while the parent still builds. */
+  warm?: string;
 }
 
 /** One candidate on one input, as the parent hands it to a worker. */
@@ -78,6 +81,7 @@ export const EVAL_PROTOCOL = {
       tolerance: Tolerance,
       flushL2: v.optional(v.boolean()),
       compareBudgetSeconds: v.optional(v.number()),
+      warm: v.optional(v.string()),
     }),
   }),
   task: v.object({
@@ -120,6 +124,23 @@ export class EvalJudge {
     this.close();
     this.session = await this.open(want, s);
     return this.session;
+  }
+
+  /**
+   * Make `s.warm`'s input resident before any task comes (the worker's start, its CUDA context and
+   * the input's restore overlap the parent's builds). Never throws: a failure is logged and left to
+   * the first task on that input, whose outcome then says it.
+   */
+  async prepare(s: EvalSettings): Promise<void> {
+    if (s.warm === undefined) return;
+    const t0 = performance.now();
+    try {
+      await this.sessionFor(s.warm, s);
+      log.debug(`input ${s.warm} resident before the first task (${((performance.now() - t0) / 1000).toFixed(2)} s)`);
+    } catch (e) {
+      this.close();
+      log.debug(`the input was not made resident before the first task: ${e instanceof Error ? e.message : String(e)}`);
+    }
   }
 
   /** Free the resident input (its VAs, device memory). */

@@ -3,7 +3,9 @@
  * serveProtocol with src/eval/worker.ts EVAL_PROTOCOL), a fake judge. The candidate's "module"
  * (what the test's build wrote) says what its kernel does, one word and an optional speedup
  * (`match 1.25`, `mismatch`, `hang`, `die`, `fault`), with `INPUT=WORD` lines overriding it for one
- * input. Each task appends "<pid> <candidate> <input>" to $EVAL_FAKE_LOG once started.
+ * input. Each task appends "<pid> <candidate> <input> <ms since the epoch>" to $EVAL_FAKE_LOG once
+ * started; the settings' warm input, made "resident" at the worker's start, appends
+ * "<pid> <dir> <ms since the epoch>" to $EVAL_FAKE_WARM_LOG.
  */
 import { appendFileSync, readFileSync } from "node:fs";
 import { lines, serveProtocol } from "../../src/check/worker.ts";
@@ -28,7 +30,7 @@ await serveProtocol(
   async (t) => {
     const [what, sp] = behaviour(readFileSync(t.module, "utf8"), t.input);
     write({ started: true });
-    if (process.env.EVAL_FAKE_LOG) appendFileSync(process.env.EVAL_FAKE_LOG, `${process.pid} ${t.candidate} ${t.input}\n`);
+    if (process.env.EVAL_FAKE_LOG) appendFileSync(process.env.EVAL_FAKE_LOG, `${process.pid} ${t.candidate} ${t.input} ${Date.now()}\n`);
     const base = {
       candidate: t.candidate,
       input: t.input,
@@ -72,4 +74,7 @@ await serveProtocol(
   },
   (o, retire) => write({ outcome: o, ...(retire ? { retire } : {}) }),
   () => lost,
+  async (s) => {
+    if (s.warm !== undefined && process.env.EVAL_FAKE_WARM_LOG) appendFileSync(process.env.EVAL_FAKE_WARM_LOG, `${process.pid} ${s.warm} ${Date.now()}\n`);
+  },
 );

@@ -9,7 +9,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { candidateOrRefusal, listedCandidates, materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
 import { copyName, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
@@ -541,6 +541,57 @@ describe("isolation: real worker processes", () => {
     );
     expect(unjudgedLine(r, "jsonl")).toEndWith(": the same command with --resume tries them again");
     expect(watchdogMs((await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest, SETTINGS, 1)).toBeLessThan(1100);
+  }, 30_000);
+
+  test("workers start before the first build ends and make the input resident; a fault's replacement starts at once, before the next candidate is built; an idle one is killed at the end", async () => {
+    const cap = await captureWithSource();
+    const d = tempDir();
+    const tasks = join(d, "tasks");
+    const warm = join(d, "warm");
+    writeFileSync(tasks, "");
+    writeFileSync(warm, "");
+    process.env.EVAL_FAKE_LOG = tasks;
+    process.env.EVAL_FAKE_WARM_LOG = warm;
+    const files = candidateFiles({ "a.cu": "match 1.1", "fault.cu": "fault", "b.cu": "match 0.9" });
+    // the time each build ended (ms since the epoch): its task could not exist before
+    const builtAt = new Map<string, number>();
+    const build = fakeBuild(1200);
+    const buildWith: NonNullable<EvalOptions["buildWith"]> = async (dir, m, c, dest) => {
+      const b = await build(dir, m, c, dest);
+      builtAt.set(c.label, Date.now());
+      return b;
+    };
+    let r;
+    try {
+      ({ value: r } = await quiet(() => runEval(options([cap], files, { slots: [null], jobs: 1, buildWith, open: fakeWorkers() }))));
+    } finally {
+      delete process.env.EVAL_FAKE_LOG;
+      delete process.env.EVAL_FAKE_WARM_LOG;
+    }
+    expect(r.records.map((x) => [x.label, x.verdict]).sort()).toEqual([
+      ["a.cu", "match"],
+      ["b.cu", "match"],
+      ["fault.cu", "fault"],
+    ]);
+    const rows = (f: string) =>
+      readFileSync(f, "utf8")
+        .trim()
+        .split("\n")
+        .map((l) => l.split(" "));
+    const warmed = new Map(rows(warm).map((w) => [Number(w[0]), { dir: w[1], at: Number(w[2]) }]));
+    const ran = rows(tasks).map((t) => ({ pid: Number(t[0]), label: t[1]!.replace(/@.*/, ""), at: Number(t[3]) }));
+    expect(ran.map((t) => t.label)).toEqual(["a.cu", "fault.cu", "b.cu"]);
+    // every worker that judged made the first input resident before its first candidate was built
+    for (const t of ran) {
+      const w = warmed.get(t.pid);
+      expect(w?.dir).toBe(resolve(cap));
+      if (ran.find((x) => x.pid === t.pid) === t) expect(w!.at).toBeLessThan(builtAt.get(t.label)!);
+    }
+    // the fault retired its worker: b.cu ran in the replacement, started before b.cu's build ended
+    expect(ran[2]!.pid).not.toBe(ran[1]!.pid);
+    // two workers in all (none started after the last candidate), and none left running
+    expect(warmed.size).toBe(2);
+    for (const pid of warmed.keys()) expect(running(pid)).toBe(false);
   }, 30_000);
 
   test("SIGTERM during the GPU work ends the worker under a hung kernel and the eval; the records written stay", async () => {

@@ -283,6 +283,7 @@ export default defineCommand({
         (t, s) => judge.judge(t, s),
         (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }),
         () => judge.lost(),
+        (s) => judge.prepare(s),
       );
       judge.close();
       return 0;
