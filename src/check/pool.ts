@@ -233,9 +233,11 @@ export async function drainQueue<T, O>(
      * Start every slot's worker at once, and a replacement as soon as one ends (after a fault, a
      * timeout, a death), rather than when the slot takes its next task: its start (and what it
      * prepares before its first task: eval's resident input) overlaps the builds. A worker that
-     * never got a task is killed at the end rather than waited for.
+     * never got a task is killed at the end rather than waited for. A promise: the workers start
+     * once it settles (eval: once its check of the pruned build is done, so their start does not
+     * compete with that check for the CPUs), or at their first task if that comes first.
      */
-    eager?: boolean;
+    eager?: boolean | Promise<unknown>;
   },
 ): Promise<void> {
   let next = 0;
@@ -251,13 +253,22 @@ export async function drainQueue<T, O>(
     let r: Runner<T, O> | undefined;
     // whether r has been given a task (an eager worker that never was is killed at the end)
     let used = false;
+    // the slot's loop is over: a start the eager promise would make now is not made
+    let ended = false;
     const start = () => {
       r = open(slot, slots[slot]!);
       used = false;
       runners.set(slot, r);
       return r;
     };
-    if (o.eager && !o.stopped()) start();
+    const eager = o.eager;
+    if (eager === true) {
+      if (!o.stopped()) start();
+    } else if (eager)
+      void eager.then(
+        () => !r && !o.stopped() && !ended && start(),
+        () => {},
+      );
     while (!o.stopped() && deaths < WORKER_RETRIES) {
       const t = await take();
       if (t === undefined || o.stopped()) break;
@@ -288,6 +299,7 @@ export async function drainQueue<T, O>(
       }
       if (o.eager && r === undefined && !o.stopped() && deaths < WORKER_RETRIES) start();
     }
+    ended = true;
     runners.delete(slot);
     const last = r as Runner<T, O> | undefined;
     if (last && !used) last.kill();

@@ -239,10 +239,13 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
     queue.release();
   };
   process.on("exit", folders.dispose);
-  const building = buildInto(queue, o, home, pending, { rec, stopped, folders, copyGate });
+  // settled once the builds may start (the pruned build's check done, or none to make): the GPU workers start then
+  const checked = Promise.withResolvers<void>();
+  const building = buildInto(queue, o, home, pending, { rec, stopped, folders, copyGate, checked: checked.resolve });
+  void building.finally(checked.resolve);
   let buildError: unknown;
   try {
-    if (!o.buildOnly) await runOnWorkers(queue, o, rec, watchdog, stops, pending.length ? home.dir : undefined);
+    if (!o.buildOnly) await runOnWorkers(queue, o, rec, watchdog, stops, pending.length ? { dir: home.dir, after: checked.promise } : undefined);
     queue.release(); // no worker takes more: a build waiting for room goes on (and its task is never judged: E_WORKER)
     buildError = await building;
   } finally {
@@ -431,10 +434,11 @@ async function buildInto(
   o: EvalOptions,
   home: EvalInput,
   pending: Pending[],
-  { rec, stopped, folders, copyGate }: { rec: Recorder; stopped: () => boolean; folders: CandidateFolders; copyGate?: CopyGate },
+  { rec, stopped, folders, copyGate, checked }: { rec: Recorder; stopped: () => boolean; folders: CandidateFolders; copyGate?: CopyGate; checked: () => void },
 ): Promise<unknown> {
   try {
     const buildWith = o.buildWith ?? (await candidateBuilder(o, home, pending, copyGate));
+    checked();
     const buildOne = async (c: Candidate, todo: EvalInput[], prior?: EvalRecord["build"]): Promise<void> => {
       if (stopped()) return;
       // --resume of a candidate whose runs were not made: the module its copy kept, where unchanged (built without a GPU,
@@ -560,15 +564,16 @@ async function runOnWorkers(
   rec: Recorder,
   watchdog: Watchdog,
   stops: StopSignals,
-  warm: string | undefined,
+  warm: { dir: string; after: Promise<void> } | undefined,
 ): Promise<void> {
-  // with something to judge, the workers start at once and make the first input resident while the builds run (the first task finds them ready)
+  // with something to judge, the workers start once the builds may (after the pruned build's check, which they would
+  // slow) and make the first input resident while the first candidates build: the first task finds them ready
   await drainQueue(
     queue,
     o.slots,
-    o.open((l) => rec.progress.line(l), watchdog, warm),
+    o.open((l) => rec.progress.line(l), watchdog, warm?.dir),
     {
-      eager: warm !== undefined,
+      eager: warm?.after ?? false,
       onStart: (t, slot) => rec.progress.started(`${rec.label(t.candidate)} on ${t.input}`, slot),
       onOutcome: (x, slot) => rec.emit(rec.recordOf(x, slot, o.slots[slot] ?? null)),
       stopped: () => stops.signal !== null,
