@@ -35,6 +35,7 @@ import { RecordLog } from "../check/results.ts";
 import { evalSubjects, staleWhy } from "../format/subject.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { assertOutputPath } from "../format/archive-common.ts";
+import { assertRegularTree } from "../format/paths.ts";
 import type { EvalOutcome, EvalRecord } from "../format/eval-record.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -191,7 +192,7 @@ class TaskQueue<T> {
  * @throws KerncapError E_USAGE (inputs, a candidate path that does not exist, --resume without
  *   --jsonl, a config that changes a tile size without --grid; a candidate that does not fit, a
  *   config for a kernel that is not Triton's included, is its record's error, not a throw), E_FRONTEND (a
- *   frontend validate does not rebuild: HIP), the gates' (E_UNTRUSTED), E_TMPDIR (a TMPDIR kerncap refuses, said once before any build), E_RESULTS (a
+ *   frontend validate does not rebuild: HIP), E_UNSAFE_PATH (a link, FIFO or device under the first input's src/), the gates' (E_UNTRUSTED), E_TMPDIR (a TMPDIR kerncap refuses, said once before any build), E_RESULTS (a
  *   damaged results file on --resume), E_WORKER (every worker died), E_INTERRUPTED (exit 130/143:
  *   what finished is in the results file; --resume continues)
  */
@@ -200,6 +201,9 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const inputs = resolveInputs(o.dirs);
   verifyInputs(inputs, o.settings.verify);
   const home = inputs[0]!;
+  // the reproducer every candidate's copy is made from: a link, FIFO or device under its src/ refused as validate refuses
+  // it, before any build (a copy leaves links out: the candidates would build without what the link named; adversary 38)
+  assertRegularTree(home.dir, "src");
   const all = checkedCandidates(o, home);
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
   const copyGate = gate(home.dir, home.manifest) ?? undefined;

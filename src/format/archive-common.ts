@@ -129,10 +129,13 @@ export function escapedName(b: Uint8Array): string {
  * is started in the folder that holds it (git's hooks and filters, npm's scripts, pytest's `addopts = -p
  * plugin` and conftest.py, Bun's preload, pdb's and gdb's start-up commands, a task runner's recipes, a
  * CI workflow, an editor's tasks), so a received capture's src/ holding one would run the sender's code
- * when the user runs that tool there (adversary 28: src/pytest.ini with a plugin beside it).
+ * when the user runs that tool there (adversary 28: src/pytest.ini with a plugin beside it). `HEAD`:
+ * a folder holding HEAD, objects/ and refs/ is a bare git repository whatever its name, whose config
+ * names commands git runs there (core.fsmonitor at `git status`, or a shell prompt's; adversary 38),
+ * and git finds no repository without a HEAD.
  */
 const TOOL_FILE =
-  /^(\.(git(attributes|modules)?|github|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|direnv|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml|pdbrc|gdbinit|lldbinit|husky|pre-commit-config\.ya?ml|justfile)|mise\.toml|conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|noxfile\.py|package\.json|bunfig\.toml|justfile|taskfile\.ya?ml)$/i;
+  /^(HEAD|\.(git(attributes|modules)?|github|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|direnv|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml|pdbrc|gdbinit|lldbinit|husky|pre-commit-config\.ya?ml|justfile)|mise\.toml|conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|noxfile\.py|package\.json|bunfig\.toml|justfile|taskfile\.ya?ml)$/i;
 
 /**
  * Why a name in an archive (its root folder, or a `/`-separated path inside it) is not portable
@@ -146,7 +149,7 @@ export function unportableName(name: string): string | undefined {
     if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
     if (part.startsWith("-")) return "has a part starting with - (read as an option)";
     if (TOOL_FILE.test(part))
-      return "names a tool's own files (git's, Mercurial's, cargo's, npm's, Bun's, direnv's, pytest's, tox's, a debugger's, a task runner's, CI's, an editor's): they name commands that tool runs";
+      return "names a tool's own files (git's, a bare repository's HEAD included, Mercurial's, cargo's, npm's, Bun's, direnv's, pytest's, tox's, a debugger's, a task runner's, CI's, an editor's): they name commands that tool runs";
   }
   return undefined;
 }

@@ -581,6 +581,9 @@ describe("names are data", () => {
       ["cap", "src/.pdbrc", "names a tool's own files"],
       ["cap", "src/.github/workflows/x.yml", "names a tool's own files"],
       ["cap", ".env", "names a tool's own files"],
+      // a bare repository under src/: HEAD, config (core.fsmonitor), objects/, refs/ ran the sender's command at `git status` there (adversary 38)
+      ["cap", "src/HEAD", "a bare repository's HEAD"],
+      ["cap", "src/sub/HEAD", "a bare repository's HEAD"],
       // build/ is what builds write where the capture lies; pack leaves it out (adversary 34: a module at build/ unpacked)
       ["cap", "build/kernel.cubin", "lies in build/, which holds what builds write"],
       ["cap", "build/eval/c1/src/k.cu", "lies in build/, which holds what builds write"],

@@ -221,6 +221,21 @@ describe("candidates", () => {
 });
 
 describe("scheduling", () => {
+  test("a link under the capture's src/ is refused before any build, E_UNSAFE_PATH naming it, as validate refuses it (adversary 38: the copies left it out and built)", async () => {
+    const cap = await captureWithSource();
+    const outside = tempDir();
+    writeFileSync(join(outside, "h.h"), "#define FROM_LINK 1\n");
+    symlinkSync(outside, join(cap, "src/inc"));
+    const built: string[] = [];
+    const e = await quiet(() => runEval(options([cap], candidateFiles({ "k.cu": "match" }), { buildWith: fakeBuild(0, built) }))).then(
+      () => undefined,
+      (x) => x as KerncapError,
+    );
+    expect(e).toMatchObject({ code: "E_UNSAFE_PATH" });
+    expect(e!.message).toContain("src/inc");
+    expect(built).toEqual([]);
+  });
+
   test("a TMPDIR kerncap refuses (others may write it, not sticky): one E_TMPDIR before any build, with its hint, not an error per candidate and a --resume", async () => {
     const cap = await captureWithSource();
     const files = candidateFiles({ "a.cu": "match 1.0", "b.cu": "match 1.0" });
