@@ -6,6 +6,7 @@
  * --write-baseline. Shape: `{schema: "kerncap.check-baseline/1", captures: {ID: {kernel, device:
  * {name, arch}, samplesUs: [µs…], medianUs, l2?: "flushed", at}}}` (l2: timed with --flush-l2).
  */
+import { jsonText } from "../escape.ts";
 import { lstatSync, type Stats } from "node:fs";
 import { writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
@@ -101,7 +102,7 @@ export function baselineEntry(b: Baseline, id: string): BaselineEntry | undefine
 
 /** Write a baseline through a temp file and a rename (a reader never sees half of it). */
 export function writeBaseline(path: string, b: Baseline): void {
-  writeFileAtomic(path, JSON.stringify(b, null, 1) + "\n", { mode: 0o644 & ~process.umask() }); // no group write whatever the umask: check refuses a baseline others can write
+  writeFileAtomic(path, jsonText(b, 1) + "\n", { mode: 0o644 & ~process.umask() }); // no group write whatever the umask: check refuses a baseline others can write
 }
 
 /**

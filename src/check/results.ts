@@ -10,6 +10,7 @@
  * back only with a valid one: a record without, or changed after it was written, is refused
  * (E_RECORD_AUTH), whatever its numbers say.
  */
+import { jsonText } from "../escape.ts";
 import {
   closeSync,
   constants,
@@ -222,14 +223,14 @@ export class RecordLog<R extends object> {
   /** Append a shard marker (RecordKind.marker's schema `schema`: this run was shard "K/N") with its authenticator, and fsync it. */
   mark(schema: string, shard: string): void {
     const body = { shard, at: new Date().toISOString() };
-    writeSync(this.fd, JSON.stringify({ schema, ...sealRecord(schema, body, this.key) }) + "\n");
+    writeSync(this.fd, jsonText({ schema, ...sealRecord(schema, body, this.key) }) + "\n");
     fsyncSync(this.fd);
   }
 
   /** Append one record with its authenticator (sealRecord) and fsync it. @returns the record as written (with `auth`, where there is a key) */
   append(rec: R): R {
     const sealed = sealRecord(this.schema, rec, this.key);
-    writeSync(this.fd, JSON.stringify({ schema: this.schema, ...sealed }) + "\n");
+    writeSync(this.fd, jsonText({ schema: this.schema, ...sealed }) + "\n");
     fsyncSync(this.fd);
     return sealed;
   }

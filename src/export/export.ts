@@ -20,6 +20,7 @@
  * capture (src/format/paths.ts: a hard link may share data with a file outside the folder), so a
  * hard-linked export would break the capture it came from.
  */
+import { jsonText } from "../escape.ts";
 import {
   chmodSync,
   closeSync,
@@ -183,7 +184,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
     const doc = exportDocument(m, plan, files, triton, digests);
-    writeFileSync(join(tmp, EXPORT_FILE), JSON.stringify(doc, null, 2) + "\n");
+    writeFileSync(join(tmp, EXPORT_FILE), jsonText(doc, 2) + "\n");
     const hasBuild = existsSync(join(tmp, "build.sh"));
     const commands = {
       build: "make",

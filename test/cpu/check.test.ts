@@ -438,6 +438,21 @@ describe("JUnit XML", () => {
 });
 
 describe("results file", () => {
+  test("a kernel name with C1 controls, bidi overrides and zero-width characters is written escaped (\\uNNNN) and reads back the same, its record's authentication intact (adversary 38: raw in results.jsonl, shown by cat)", () => {
+    const dir = tempDir();
+    const path = join(dir, "results.jsonl");
+    const nasty = "k\u009b31m\u202eexe\u200b\u2028end";
+    const { log } = ResultsLog.open(path, { resume: false, previous: join(dir, "prev.jsonl") });
+    log.append(record("a", "ok", { kernel: nasty }));
+    log.close();
+    const text = readFileSync(path, "utf8");
+    expect(text).not.toMatch(/[\u0080-\u009f\u200b\u202e\u2028]/);
+    expect(text).toContain("\\u009b31m\\u202eexe\\u200b\\u2028end");
+    const again = ResultsLog.open(path, { resume: true, previous: join(dir, "prev.jsonl") });
+    again.log.close();
+    expect(again.kept.map((r) => r.kernel)).toEqual([nasty]);
+  });
+
   test("a last line cut short by a kill is dropped and cut off; a damaged line before the last is an error naming it", () => {
     const dir = tempDir();
     const path = join(dir, "results.jsonl");
