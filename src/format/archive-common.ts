@@ -13,6 +13,7 @@ import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import type { Extent } from "./sparse-extents.ts";
 import { badArchive } from "./zip.ts";
+import { refusePlantedLinks } from "../util/write-file.ts";
 
 export const PACK_INDEX = "kerncap-pack.json";
 
@@ -227,6 +228,11 @@ export const BUILD_DIR = "build";
  * @throws KerncapError E_USAGE (dangling link, missing or non-folder parent), E_IO (parent not writable)
  */
 export function assertOutputPath(out: string, what: string, option = "-o"): void {
+  refusePlantedLinks(
+    dirname(resolve(out)),
+    `the ${what}`,
+    `Choose another ${option} in a folder of your own (the folder the link names, if it is yours, by its own path).`,
+  );
   let link = false;
   try {
     link = lstatSync(out).isSymbolicLink();

@@ -37,9 +37,11 @@ import {
   rmSync,
   statSync,
   writeSync,
+  type Stats,
 } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { tempFor } from "../leftovers.ts";
 import { settleFolderModes } from "./folder-modes.ts";
 
@@ -57,6 +59,46 @@ function fdOfPath(p: string): number | undefined {
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 /**
+ * Refuse a folder path that passes through a symbolic link another user planted where anyone may
+ * write: a link in a sticky, world-writable folder (/tmp) owned by neither this user nor that
+ * folder's owner, the links Linux itself does not follow with fs.protected_symlinks=1 (a machine
+ * may have it off). Through `-o /tmp/work/out` the owner of a link /tmp/work chose where the
+ * output went (adversary 38: an unpack, an export and a pack written into the victim's ~/t09).
+ * Every prefix of `folder` as given (made absolute) is looked at with lstat, no link followed;
+ * a missing one ends the walk (the caller's own checks say it).
+ * @param what what kerncap writes there, for the message ("the archive")
+ * @throws KerncapError E_UNSAFE_PATH naming the link and its owner, with `hint`
+ */
+export function refusePlantedLinks(
+  folder: string,
+  what = "what kerncap writes",
+  hint = "Name a folder of your own (the folder the link names, if it is yours, by its own path).",
+): void {
+  const me = process.getuid?.() ?? -1;
+  let at = "/";
+  for (const part of resolve(folder).split("/").filter(Boolean)) {
+    const next = join(at, part);
+    let st: Stats;
+    try {
+      st = lstatSync(next);
+    } catch {
+      return;
+    }
+    if (st.isSymbolicLink() && st.uid !== me) {
+      const parent = lstatSync(at);
+      // sticky and writable by anyone, and not the link owner's own folder
+      if ((parent.mode & 0o1002) === 0o1002 && parent.uid !== st.uid)
+        throw new KerncapError(
+          "E_UNSAFE_PATH",
+          `${escapeForTerminal(JSON.stringify(next), { oneLine: true })} is a symbolic link that another user (uid ${st.uid}) made in ${at}, a folder anyone may write: following it would let them choose where ${what} is written`,
+          { hint },
+        );
+    }
+    at = next;
+  }
+}
+
+/**
  * Open the folder `root`/`below…` with no link followed below `root`'s real path: `root` is
  * resolved once (realpath: the user's own name, links and all), then every component of that real
  * path and of `below` is opened with O_DIRECTORY|O_NOFOLLOW relative to the folder opened before it
@@ -71,6 +113,7 @@ export function openDirWalk(root: string, below: string[] = [], o: { create?: bo
   // a folder kerncap holds open (makePrivateTemp's at): opened through the fd, never by its name
   const held = /^\/proc\/self\/fd\/\d+$/.test(root);
   let real = "/";
+  if (!held) refusePlantedLinks(root);
   try {
     if (!held) real = realpathSync(root);
   } catch (e) {

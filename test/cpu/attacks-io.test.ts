@@ -804,3 +804,43 @@ describe("results, baseline and merge inputs from someone else", () => {
     }
   });
 });
+
+describe("output paths through another user's link (adversary 38 #09)", () => {
+  // lchown to another user needs root; as another user the same layout cannot be made
+  test.skipIf(process.getuid?.() !== 0)(
+    "pack, unpack and export -o through a link another user made in a sticky folder anyone may write: E_UNSAFE_PATH naming it, nothing written where it points; the user's own link there is followed",
+    async () => {
+      const { lchownSync } = await import("node:fs");
+      const root = tempDir();
+      const shared = join(root, "tmp");
+      mkdirSync(shared);
+      chmodSync(shared, 0o1777);
+      const mine = join(root, "mine");
+      mkdirSync(mine);
+      const cap = join(root, "cap");
+      await makeCapture(cap);
+      const zip = join(root, "cap.zip");
+      await packCapture(cap, zip);
+      const planted = join(shared, "work");
+      symlinkSync(mine, planted);
+      lchownSync(planted, 65534, 65534);
+      for (const argv of [
+        ["pack", cap, "-o", join(planted, "p.zip")],
+        ["unpack", zip, "-o", join(planted, "u")],
+        ["export", cap, "-o", join(planted, "e")],
+      ]) {
+        const r = await output(() => runCli(argv));
+        expect(r.value, argv.join(" ")).toBe(2);
+        expect(r.err).toContain("E_UNSAFE_PATH");
+        expect(r.err).toContain("a symbolic link that another user (uid 65534) made");
+      }
+      expect(readdirSync(mine)).toEqual([]);
+      // a link of the user's own in the same folder is theirs to follow
+      const own = join(shared, "own");
+      symlinkSync(mine, own);
+      expect((await output(() => runCli(["pack", cap, "-o", join(own, "p.zip")]))).value).toBe(0);
+      expect(readdirSync(mine)).toEqual(["p.zip"]);
+    },
+    60_000,
+  );
+});
