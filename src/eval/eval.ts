@@ -195,13 +195,10 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
     queue.release();
   };
   process.on("exit", folders.dispose);
-  // settled once the builds may start (the pruned build's check done, or none to make): the GPU workers start then
-  const checked = Promise.withResolvers<void>();
-  const building = buildInto(queue, o, home, pending, { rec, stopped, folders, copyGate, checked: checked.resolve });
-  void building.finally(checked.resolve);
+  const building = buildInto(queue, o, home, pending, { rec, stopped, folders, copyGate });
   let buildError: unknown;
   try {
-    if (!o.buildOnly) await runOnWorkers(queue, o, rec, watchdog, stops, pending.length ? { dir: home.dir, after: checked.promise } : undefined);
+    if (!o.buildOnly) await runOnWorkers(queue, o, rec, watchdog, stops, home.dir);
     queue.release(); // no worker takes more: a build waiting for room goes on (and its task is never judged: E_WORKER)
     buildError = await building;
   } finally {
@@ -390,11 +387,10 @@ async function buildInto(
   o: EvalOptions,
   home: EvalInput,
   pending: Pending[],
-  { rec, stopped, folders, copyGate, checked }: { rec: Recorder; stopped: () => boolean; folders: CandidateFolders; copyGate?: CopyGate; checked: () => void },
+  { rec, stopped, folders, copyGate }: { rec: Recorder; stopped: () => boolean; folders: CandidateFolders; copyGate?: CopyGate },
 ): Promise<unknown> {
   try {
     const buildWith = o.buildWith ?? (await candidateBuilder(o, home, pending, copyGate));
-    checked();
     const buildOne = async (c: Candidate, todo: EvalInput[], prior?: EvalRecord["build"]): Promise<void> => {
       if (stopped()) return;
       // --resume of a candidate whose runs were not made: the module its copy kept, where unchanged (built without a GPU,
@@ -514,22 +510,15 @@ async function prunedBuilds(o: EvalOptions, home: EvalInput, pending: Pending[])
 }
 
 /** Judge the queue's tasks on the GPU workers (`o.slots`, started by `o.open`) as the builds feed it; a worker that dies gives its task `error` (E_WORKER). */
-async function runOnWorkers(
-  queue: TaskQueue<EvalTask>,
-  o: EvalOptions,
-  rec: Recorder,
-  watchdog: Watchdog,
-  stops: StopSignals,
-  warm: { dir: string; after: Promise<void> } | undefined,
-): Promise<void> {
-  // with something to judge, the workers start once the builds may (after the pruned build's check, which they would
-  // slow) and make the first input resident while the first candidates build: the first task finds them ready
+async function runOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Recorder, watchdog: Watchdog, stops: StopSignals, warm: string): Promise<void> {
+  // a worker makes the first input resident as it starts (before its first task, or, replacing one ended by a fault or a
+  // timeout, at once: the next task finds it ready)
   await drainQueue(
     queue,
     o.slots,
-    o.open((l) => rec.progress.line(l), watchdog, warm?.dir),
+    o.open((l) => rec.progress.line(l), watchdog, warm),
     {
-      eager: warm?.after ?? false,
+      replaceAtOnce: true,
       onStart: (t, slot) => rec.progress.started(`${rec.label(t.candidate)} on ${t.input}`, slot),
       onOutcome: (x, slot) => rec.emit(rec.recordOf(x, slot, o.slots[slot] ?? null)),
       stopped: () => stops.signal !== null,

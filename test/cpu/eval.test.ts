@@ -558,7 +558,7 @@ describe("isolation: real worker processes", () => {
     expect(watchdogMs((await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest, SETTINGS, 1)).toBeLessThan(1100);
   }, 30_000);
 
-  test("workers start before the first build ends and make the input resident; a fault's replacement starts at once, before the next candidate is built; an idle one is killed at the end", async () => {
+  test("a worker makes the input resident as it starts; a fault's replacement starts at once, before the next candidate is built; an idle replacement is killed at the end", async () => {
     const cap = await captureWithSource();
     const d = tempDir();
     const tasks = join(d, "tasks");
@@ -596,14 +596,17 @@ describe("isolation: real worker processes", () => {
     const warmed = new Map(rows(warm).map((w) => [Number(w[0]), { dir: w[1], at: Number(w[2]) }]));
     const ran = rows(tasks).map((t) => ({ pid: Number(t[0]), label: t[1]!.replace(/@.*/, ""), at: Number(t[3]) }));
     expect(ran.map((t) => t.label)).toEqual(["a.cu", "fault.cu", "b.cu"]);
-    // every worker that judged made the first input resident before its first candidate was built
+    // every worker that judged made the first input resident before its first candidate
     for (const t of ran) {
       const w = warmed.get(t.pid);
       expect(w?.dir).toBe(resolve(cap));
-      if (ran.find((x) => x.pid === t.pid) === t) expect(w!.at).toBeLessThan(builtAt.get(t.label)!);
+      if (ran.find((x) => x.pid === t.pid) === t) expect(w!.at).toBeLessThanOrEqual(t.at);
     }
-    // the fault retired its worker: b.cu ran in the replacement, started before b.cu's build ended
+    // the first worker started with the first candidate (after its build), not before
+    expect(warmed.get(ran[0]!.pid)!.at).toBeGreaterThanOrEqual(builtAt.get("a.cu")!);
+    // the fault retired its worker: b.cu ran in the replacement, started and resident before b.cu's build ended
     expect(ran[2]!.pid).not.toBe(ran[1]!.pid);
+    expect(warmed.get(ran[2]!.pid)!.at).toBeLessThan(builtAt.get("b.cu")!);
     // two workers in all (none started after the last candidate), and none left running
     expect(warmed.size).toBe(2);
     for (const pid of warmed.keys()) expect(running(pid)).toBe(false);
