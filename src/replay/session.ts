@@ -234,16 +234,23 @@ class Session implements ReplaySession {
       if ("error" in b!) throw b.error;
       return { baseline: a.result, candidate: b.result, compare: null };
     }
-    // each module loaded a second time (one checked run) and timed in the same rounds: the placement's share of a difference
-    // halves, each A/A difference is the kernel's noise floor (./stats.ts); more rounds until decided or the budget ends
+    // each module loaded a second time (one checked run: the same module again) and timed in the
+    // same rounds: the placement's share of a difference halves, and each A/A difference is the
+    // kernel's own noise floor (src/replay/stats.ts); more rounds until the comparison is decided
+    // or the budget ends
     let compare: TimingComparison | null = null;
     const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }, { ...candidate, runs: 1 }], false, async (ps) => {
       let round = 0;
-      const budgetSeconds = candidate.compareBudgetSeconds ?? COMPARE_SECONDS;
       const release = candidate.timingTurn?.(); // the GPU's, for the timed rounds (src/eval/timing-turn.ts)
       try {
-        const rounds = (n: number) => this.timeInterleaved(ps, { ...timing, iters: n }, (round += n) - n);
-        compare = (await adaptiveCompare((n) => quad(rounds(n)), { minRounds: iters, block: blockOf(ps.length), budgetSeconds })).compare;
+        const rounds = (n: number) => {
+          const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
+          round += n;
+          return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
+        };
+        compare = (
+          await adaptiveCompare(rounds, { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS })
+        ).compare;
         return this.roundTimes;
       } finally {
         release?.();
@@ -595,6 +602,3 @@ class Session implements ReplaySession {
     return this.be.timingMethod({ spinUs: s.spinUs, warmup: s.warmup, l2 }) + own;
   }
 }
-
-/** The four kernels' times of runCompared's rounds as adaptiveCompare takes them: a, b and their second loads. */
-const quad = (t: number[][]) => ({ a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! });
