@@ -76,9 +76,7 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
  * the protocol of src/check/worker.ts: settings, then one task a line in; one `{"outcome": O}` a
  * line out (`"retire": true`: it ends after it). A line `{"started": true}` before the outcome
  * arms `o.watchdog`: when the outcome has not come `watchdog(task)` ms later, the worker's group
- * is killed (SIGKILL) and the task ends as `o.timedOut(task, ms)` (TaskEnded). A line
- * `{"waiting": true}` (eval's worker waiting for its GPU's timing turn) disarms it until the next
- * `{"started": true}`, which arms it again for the whole bound.
+ * is killed (SIGKILL) and the task ends as `o.timedOut(task, ms)` (TaskEnded).
  */
 export function workerCommand<T, O>(
   argv: string[],
@@ -111,17 +109,11 @@ export function workerCommand<T, O>(
     void (async () => {
       for await (const l of out) {
         const q = pending;
-        let line: { outcome?: O; retire?: boolean; started?: boolean; waiting?: boolean };
+        let line: { outcome?: O; retire?: boolean; started?: boolean };
         try {
           line = JSON.parse(l);
         } catch {
           line = {};
-        }
-        if (line.waiting === true && line.outcome === undefined) {
-          // the worker waits for its GPU's timing turn (src/eval/timing-turn.ts): not its kernel's time; the next "started" arms the watchdog again
-          if (q?.timer) clearTimeout(q.timer);
-          if (q) q.timer = undefined;
-          continue;
         }
         if (line.started === true && line.outcome === undefined) {
           // the worker is launching the kernel: the watchdog runs from here (a restore of many GiB before it is not a hang)

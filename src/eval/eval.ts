@@ -21,9 +21,9 @@
  *   src/check/results.ts), which `--resume` continues (records of `error` are tried again) and
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
-import { availableParallelism, tmpdir } from "node:os";
+import { availableParallelism } from "node:os";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
@@ -59,9 +59,6 @@ import { resolveInputs, verifyInputs, type EvalInput } from "./inputs.ts";
 import { Recorder, type Pending } from "./recorder.ts";
 
 export { resolveInputs, verifyInputs, type EvalInput };
-
-/** What the eval adds to its workers' settings: the input they make resident as they start, the folder of their GPUs' timing turns (./timing-turn.ts). */
-export type WorkerSettings = Pick<EvalSettings, "warm" | "turnDir">;
 
 /** The watchdog of the GPU workers (src/check/pool.ts workerCommand). */
 export interface Watchdog {
@@ -101,7 +98,7 @@ export interface EvalOptions {
   /** How an interruption is said by the verb that runs this eval (kerncap tune: its configs, no --resume): what was done ("configs judged") and the hint; default eval's own. */
   interrupted?: { done: string; hint: string };
   /** How GPU workers are started (src/check/pool.ts workerCommand of `kerncap eval --worker`; the CPU tests give their own). */
-  open: (say: (line: string) => void, watchdog: Watchdog, worker?: WorkerSettings) => OpenRunner<EvalTask, EvalOutcome>;
+  open: (say: (line: string) => void, watchdog: Watchdog, warm?: string) => OpenRunner<EvalTask, EvalOutcome>;
   /** Each record as it is written (stdout's JSON Lines with --json). */
   onRecord?: (r: EvalRecord) => void;
   /** How a candidate is built (default src/eval/build.ts buildCandidate; the CPU tests give slow or failing ones). */
@@ -132,8 +129,8 @@ export function watchdogMs(m: Manifest, s: EvalSettings, floorS: number): number
  * printf). What `kerncap eval` and `kerncap tune` run their candidates on.
  */
 export function evalWorkers(settings: EvalSettings, verbose: boolean, clean: (line: string) => string): EvalOptions["open"] {
-  return (say, watchdog, worker) =>
-    workerCommand(workerArgv("eval", verbose), { ...settings, ...worker }, (l) => say(clean(l)), {
+  return (say, watchdog, warm) =>
+    workerCommand(workerArgv("eval", verbose), warm === undefined ? settings : { ...settings, warm }, (l) => say(clean(l)), {
       watchdog: watchdog.ms,
       timedOut: watchdog.timedOut,
     });
@@ -200,13 +197,8 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   process.on("exit", folders.dispose);
   const building = buildInto(queue, o, home, pending, { rec, stopped, folders, copyGate });
   let buildError: unknown;
-  let turnDir: string | undefined;
   try {
-    if (!o.buildOnly) {
-      // the GPUs' timing turns (./timing-turn.ts): a private folder, removed at the end
-      turnDir = mkdtempSync(join(tmpdir(), "kerncap-turns-"));
-      await runOnWorkers(queue, o, rec, watchdog, stops, { warm: home.dir, turnDir });
-    }
+    if (!o.buildOnly) await runOnWorkers(queue, o, rec, watchdog, stops, home.dir);
     queue.release(); // no worker takes more: a build waiting for room goes on (and its task is never judged: E_WORKER)
     buildError = await building;
   } finally {
@@ -217,7 +209,6 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
     results?.close();
     folders.dispose();
     process.off("exit", folders.dispose);
-    if (turnDir) rmSync(turnDir, { recursive: true, force: true });
   }
   if (stops.signal) {
     throw new KerncapError(
@@ -519,20 +510,13 @@ async function prunedBuilds(o: EvalOptions, home: EvalInput, pending: Pending[])
 }
 
 /** Judge the queue's tasks on the GPU workers (`o.slots`, started by `o.open`) as the builds feed it; a worker that dies gives its task `error` (E_WORKER). */
-async function runOnWorkers(
-  queue: TaskQueue<EvalTask>,
-  o: EvalOptions,
-  rec: Recorder,
-  watchdog: Watchdog,
-  stops: StopSignals,
-  worker: WorkerSettings,
-): Promise<void> {
+async function runOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Recorder, watchdog: Watchdog, stops: StopSignals, warm: string): Promise<void> {
   // a worker makes the first input resident as it starts (before its first task, or, replacing one ended by a fault or a
   // timeout, at once: the next task finds it ready)
   await drainQueue(
     queue,
     o.slots,
-    o.open((l) => rec.progress.line(l), watchdog, worker),
+    o.open((l) => rec.progress.line(l), watchdog, warm),
     {
       replaceAtOnce: true,
       onStart: (t, slot) => rec.progress.started(`${rec.label(t.candidate)} on ${t.input}`, slot),

@@ -11,9 +11,7 @@
  * Protocol (check's, src/check/worker.ts serveProtocol): stdin's first line `{"settings":
  * EvalSettings}`, then `{"task": EvalTask}` lines; for each task stdout gets `{"started": true}`
  * once the input is resident and the candidate's launches begin (the parent's watchdog runs from
- * there: a hung kernel is killed with its worker), `{"waiting": true}` before a wait for the GPU's
- * timing turn (./timing-turn.ts: the watchdog pauses) and `{"started": true}` again once it has it,
- * then `{"outcome": EvalOutcome}`. After a kernel
+ * there: a hung kernel is killed with its worker), then `{"outcome": EvalOutcome}`. After a kernel
  * fault (the device context is lost) the outcome says `"retire": true` and the worker ends: the
  * parent starts a fresh one for the next candidate.
  *
@@ -36,7 +34,6 @@ import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
 import { openReplay, withRebuiltLaunch, type ComparedRuns, type ReplaySession, type RunOptions } from "../replay/engine.ts";
 import { timingOf } from "./timing.ts";
-import { timingTurn, type TimingTurn } from "./timing-turn.ts";
 
 /** What every candidate of one eval is judged with (the verb's options). */
 export interface EvalSettings {
@@ -51,10 +48,8 @@ export interface EvalSettings {
   flushL2?: boolean;
   /** Seconds the comparison may spend on more timed rounds after `iters` until it is decided (src/replay/stats.ts adaptiveCompare; default the engine's). 0: `iters` rounds only (kerncap tune: many configs, each timed alike). */
   compareBudgetSeconds?: number;
-  /** The capture folder of the input the first tasks are judged on: the worker makes it resident as soon as it starts (EvalJudge.prepare). */
+  /** The capture folder of the input the first tasks are judged on: the worker makes it resident as soon as it starts (EvalJudge.prepare), while the parent still builds. */
   warm?: string;
-  /** The eval's private folder of timing turns (./timing-turn.ts): a worker times only while no other on its GPU does. */
-  turnDir?: string;
 }
 
 /** One candidate on one input, as the parent hands it to a worker. */
@@ -87,7 +82,6 @@ export const EVAL_PROTOCOL = {
       flushL2: v.optional(v.boolean()),
       compareBudgetSeconds: v.optional(v.number()),
       warm: v.optional(v.string()),
-      turnDir: v.optional(v.string()),
     }),
   }),
   task: v.object({
@@ -108,26 +102,16 @@ export const EVAL_PROTOCOL = {
 export class EvalJudge {
   private session: ReplaySession | undefined;
   private contextLost = false;
-  private turn: TimingTurn | undefined | null = null;
 
   /**
-   * @param started called when a candidate's launches are about to begin, and again when its timed
-   *   launches begin after a wait for the GPU's timing turn
+   * @param started called when a candidate's launches are about to begin
    * @param open how an input is made resident (openReplay; the CPU tests give a session without a GPU)
-   * @param waiting called before a wait for the GPU's timing turn (./timing-turn.ts)
    */
   constructor(
     private readonly started: () => void,
     private readonly open: (dir: string, s: EvalSettings) => Promise<ReplaySession> = (dir, s) =>
       openReplay(openCapture(dir), { verify: s.verify, ordinal: 0 }),
-    private readonly waiting: () => void = () => {},
   ) {}
-
-  /** The GPU's timing turn where the settings name a folder of them (made once), else undefined. */
-  private timingTurn(s: EvalSettings): TimingTurn | undefined {
-    if (this.turn === null) this.turn = s.turnDir === undefined ? undefined : timingTurn(s.turnDir, this.waiting, this.started);
-    return this.turn;
-  }
 
   /** Whether a kernel fault took this process's device context (the worker retires). */
   lost(): boolean {
@@ -176,11 +160,9 @@ export class EvalJudge {
       session = await this.sessionFor(t.dir, s);
       const m = session.manifest;
       const fe = frontendOf(m);
-      const turn = this.timingTurn(s);
       const timed = {
         ...(s.flushL2 ? { flushL2: true } : {}),
         ...(s.compareBudgetSeconds !== undefined ? { compareBudgetSeconds: s.compareBudgetSeconds } : {}),
-        ...(turn ? { timingTurn: turn } : {}),
       };
       const run: RunOptions = {
         iters: s.iters,

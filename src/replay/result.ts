@@ -167,12 +167,6 @@ export interface ReplayOptions {
    * adaptiveCompare; default COMPARE_SECONDS). 0: `iters` rounds only.
    */
   compareBudgetSeconds?: number;
-  /**
-   * Two kernels compared (runCompared): taken before their timed rounds and released after them,
-   * so that other processes on the GPU do not time meanwhile (src/eval/timing-turn.ts: eval's
-   * workers). Returns the release.
-   */
-  timingTurn?: () => () => void;
 }
 
 /** Options of one run of a prepared session: ReplayOptions less verify and ordinal (the session's). */

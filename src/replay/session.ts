@@ -241,20 +241,16 @@ class Session implements ReplaySession {
     let compare: TimingComparison | null = null;
     const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }, { ...candidate, runs: 1 }], false, async (ps) => {
       let round = 0;
-      const release = candidate.timingTurn?.(); // the GPU's, for the timed rounds (src/eval/timing-turn.ts)
-      try {
-        const rounds = (n: number) => {
+      const out = await adaptiveCompare(
+        (n) => {
           const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
           round += n;
           return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
-        };
-        compare = (
-          await adaptiveCompare(rounds, { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS })
-        ).compare;
-        return this.roundTimes;
-      } finally {
-        release?.();
-      }
+        },
+        { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
+      );
+      compare = out.compare;
+      return this.roundTimes;
     });
     if ("error" in a!) throw a.error;
     if ("error" in b!) throw b.error;

@@ -2,7 +2,7 @@
  * A GPU worker of `kerncap eval` for the CPU tests: the real protocol (src/check/worker.ts
  * serveProtocol with src/eval/worker.ts EVAL_PROTOCOL), a fake judge. The candidate's "module"
  * (what the test's build wrote) says what its kernel does, one word and an optional speedup
- * (`match 1.25`, `mismatch`, `hang`, `die`, `fault`, `turn MS`: a wait of MS for the timing turn, then a match), with `INPUT=WORD` lines overriding it for one
+ * (`match 1.25`, `mismatch`, `hang`, `die`, `fault`), with `INPUT=WORD` lines overriding it for one
  * input. Each task appends "<pid> <candidate> <input> <ms since the epoch>" to $EVAL_FAKE_LOG once
  * started; the settings' warm input, made "resident" at the worker's start, appends
  * "<pid> <dir> <ms since the epoch>" to $EVAL_FAKE_WARM_LOG.
@@ -42,12 +42,6 @@ await serveProtocol(
       device: { name: "fake GPU", arch: "sm_90" },
     };
     if (what === "hang") await Bun.sleep(3_600_000);
-    if (what === "turn") {
-      // waits `sp` ms for the GPU's timing turn (src/eval/timing-turn.ts), then times: a match
-      write({ waiting: true });
-      await Bun.sleep(Number(sp));
-      write({ started: true });
-    }
     if (what === "die") process.kill(process.pid, "SIGKILL");
     if (what === "fault") {
       lost = true;
@@ -61,7 +55,7 @@ await serveProtocol(
         baseline: "match",
         reason: "1 of 2 regions differ from the app's after state: 0x7f0000000000 (device), 12 bytes from byte 0",
       } satisfies EvalOutcome;
-    const s = what === "turn" ? 1 : Number(sp ?? 1);
+    const s = Number(sp ?? 1);
     return {
       ...base,
       verdict: "match",

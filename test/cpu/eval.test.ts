@@ -612,57 +612,6 @@ describe("isolation: real worker processes", () => {
     for (const pid of warmed.keys()) expect(running(pid)).toBe(false);
   }, 30_000);
 
-  test("a worker waiting for its GPU's timing turn is not timed out meanwhile (the watchdog pauses, then runs its whole bound again); a hang is still killed", async () => {
-    const cap = await captureWithSource();
-    const files = candidateFiles({ "waits.cu": "turn 1800", "hang.cu": "hang" });
-    const { value: r } = await quiet(() => runEval(options([cap], files, { slots: [null, null], open: fakeWorkers(), timeoutS: 1 })));
-    const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
-    expect(by["waits.cu"]).toMatchObject({ verdict: "match" });
-    expect(by["hang.cu"]).toMatchObject({ verdict: "timeout", code: "E_TIMEOUT" });
-  }, 30_000);
-
-  test("the timing turn: one holder per GPU at a time across processes; a second waits (said before), takes it once the first releases or dies; another GPU has its own", async () => {
-    const { timingTurn } = await import("../../src/eval/timing-turn.ts");
-    const dir = tempDir();
-    const holder = Bun.spawn(
-      [
-        process.execPath,
-        "-e",
-        `const { timingTurn } = await import(${JSON.stringify(join(import.meta.dir, "../../src/eval/timing-turn.ts"))});
-         const release = timingTurn(${JSON.stringify(dir)}, () => {}, () => {}, "0")();
-         console.log("held"); await Bun.sleep(600); release(); await Bun.sleep(5000);`,
-      ],
-      { stdout: "pipe", stderr: "inherit" },
-    );
-    const reader = holder.stdout.getReader();
-    expect(new TextDecoder().decode((await reader.read()).value)).toContain("held");
-    const said: string[] = [];
-    const other = timingTurn(
-      dir,
-      () => said.push("other waits"),
-      () => said.push("other turn"),
-      "1",
-    )!;
-    other()(); // another GPU: no wait
-    const mine = timingTurn(
-      dir,
-      () => said.push("waiting"),
-      () => said.push("turn"),
-      "0",
-    )!;
-    const t0 = performance.now();
-    const release = mine();
-    const waited = performance.now() - t0;
-    expect(said).toEqual(["waiting", "turn"]);
-    expect(waited).toBeGreaterThan(300);
-    release();
-    // taken again at once: no wait said
-    mine()();
-    expect(said).toEqual(["waiting", "turn"]);
-    holder.kill("SIGKILL");
-    await holder.exited;
-  }, 30_000);
-
   test("SIGTERM during the GPU work ends the worker under a hung kernel and the eval; the records written stay", async () => {
     const cap = await captureWithSource();
     const files = candidateFiles({ "ok.cu": "match 1.1", "stuck.cu": "hang" });
