@@ -86,7 +86,7 @@ export async function serveTasks(
  * the first line `{"settings": …}` checked by `schemas.settings`, each later `{"task": …}` by
  * `schemas.task`; `handle`'s outcome goes to `emit`, with retire when `lost()` holds after it (then
  * the worker stops). `prepare(settings)`, awaited before the first task is read, makes ready what
- * every task needs (eval's resident input) while the parent still builds; it must not throw.
+ * every task needs (eval's resident input) before one comes; it must not throw.
  * @throws KerncapError E_USAGE for a line that is not the protocol's
  */
 export async function serveProtocol<S, T, O>(

@@ -48,7 +48,7 @@ export interface EvalSettings {
   flushL2?: boolean;
   /** Seconds the comparison may spend on more timed rounds after `iters` until it is decided (src/replay/stats.ts adaptiveCompare; default the engine's). 0: `iters` rounds only (kerncap tune: many configs, each timed alike). */
   compareBudgetSeconds?: number;
-  /** The capture folder of the input the first tasks are judged on: the worker makes it resident as soon as it starts (EvalJudge.prepare), while the parent still builds. */
+  /** The capture folder of the input the first tasks are judged on: the worker makes it resident as soon as it starts (EvalJudge.prepare): a worker that replaces one ended by a fault or a timeout is ready before the next task comes. */
   warm?: string;
 }
 
@@ -127,8 +127,8 @@ export class EvalJudge {
   }
 
   /**
-   * Make `s.warm`'s input resident before any task comes (the worker's start, its CUDA context and
-   * the input's restore overlap the parent's builds). Never throws: a failure is logged and left to
+   * Make `s.warm`'s input resident before any task comes (a replacement worker's CUDA context and
+   * the input's restore overlap the other workers' runs). Never throws: a failure is logged and left to
    * the first task on that input, whose outcome then says it.
    */
   async prepare(s: EvalSettings): Promise<void> {
