@@ -266,8 +266,32 @@ function addReachable(dir: string, files: RunFile[], named: string[]): void {
 }
 
 /**
+ * Why an absolute path as named (not resolved) may not be trusted to name the same file at its
+ * use, or undefined: a folder or a link on it (lstat of each prefix) that belongs to a user other
+ * than root and `uid`, or a folder its group or every user can write (sticky folders excepted: no
+ * one may replace another's entry in /tmp). A missing part ends the walk (the caller decides).
+ */
+function givenPathProblem(path: string, uid: number | undefined): string | undefined {
+  let at = "/";
+  for (const part of path.split("/").filter(Boolean)) {
+    at = join(at, part);
+    let st;
+    try {
+      st = lstatSync(at);
+    } catch {
+      return undefined;
+    }
+    const what = st.isSymbolicLink() ? "a link" : st.isDirectory() ? "a folder" : "a file";
+    if (uid !== undefined && st.uid !== 0 && st.uid !== uid) return `is named through ${at}, ${what} that belongs to another user (uid ${st.uid}), who could make it name another file`;
+    if (st.isDirectory() && othersMayWrite(st, at) && !(st.mode & 0o1000))
+      return `is named through ${at}, a folder its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
+  }
+  return undefined;
+}
+
+/**
  * Why the interpreter a Triton capture's pinned.json names may not run, or undefined: it lies
- * inside the capture folder, or it or a folder on its real path belongs to a user other than
+ * inside the capture folder, or a folder or link on the path as named (givenPathProblem), or it or a folder on its real path belongs to a user other than
  * root and this one, or is writable by its group (not the user's private group) or every user (a sticky folder such as /tmp
  * excepted: its entries are still checked); or it is a relative path with a folder in it (the
  * build runs from a private folder under TMPDIR, so `../../x/python3` names a file by where that
@@ -302,6 +326,10 @@ export function interpreterProblem(dir: string, interpreter: string): string | u
   const cap = realpathSync(dir);
   if (real === cap || real.startsWith(cap + "/")) return "lies inside the capture folder";
   const uid = process.getuid?.();
+  // the path as named, each folder and link on it: one another user owns could be swapped between this check and the
+  // build's exec by name (adversary 39: a link /tmp/x/py of theirs flipped from python3 to their program after --trust)
+  const given = givenPathProblem(interpreter, uid);
+  if (given) return given;
   let p = real;
   for (;;) {
     const st = statSync(p);

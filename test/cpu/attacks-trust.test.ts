@@ -706,6 +706,18 @@ describe("the interpreter pinned.json names (a re-attack: an interpreter in anot
       writeFileSync(join(theirs, "python3"), "#!/bin/sh\n");
       chownSync(theirs, 65534, 65534);
       expect(interpreterProblem(cap, join(theirs, "python3"))).toContain("belongs to another user");
+      // a link of theirs in a sticky folder anyone may write, naming root's python3: its real path is root's alone, but
+      // they could flip the link between the check and the build's exec (adversary 39 #19, #20: -ccbin too)
+      const { lchownSync, symlinkSync: link } = await import("node:fs");
+      const sticky = join(base, "tmp");
+      mkdirSync(sticky);
+      chmodSync(sticky, 0o1777);
+      const real = ["/usr/bin/python3", "/bin/sh"].find((x) => existsSync(x))!;
+      link(real, join(sticky, "py"));
+      lchownSync(join(sticky, "py"), 65534, 65534);
+      expect(interpreterProblem(cap, join(sticky, "py"))).toContain("a link that belongs to another user (uid 65534)");
+      link(real, join(sticky, "mine"));
+      expect(interpreterProblem(cap, join(sticky, "mine"))).toBeUndefined();
     }
     expect(interpreterProblem(cap, "/bin/sh")).toBeUndefined();
     expect(interpreterProblem(cap, "python3")).toBeUndefined(); // found on PATH, the user's own
