@@ -282,7 +282,8 @@ function givenPathProblem(path: string, uid: number | undefined): string | undef
       return undefined;
     }
     const what = st.isSymbolicLink() ? "a link" : st.isDirectory() ? "a folder" : "a file";
-    if (uid !== undefined && st.uid !== 0 && st.uid !== uid) return `is named through ${at}, ${what} that belongs to another user (uid ${st.uid}), who could make it name another file`;
+    if (uid !== undefined && st.uid !== 0 && st.uid !== uid)
+      return `is named through ${at}, ${what} that belongs to another user (uid ${st.uid}), who could make it name another file`;
     if (st.isDirectory() && othersMayWrite(st, at) && !(st.mode & 0o1000))
       return `is named through ${at}, a folder its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
   }

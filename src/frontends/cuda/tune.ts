@@ -20,7 +20,7 @@ import { openCapture } from "../../format/capture-dir.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { capturePath, readInCapture, treeEntries } from "../../format/paths.ts";
 import { buildReproducer } from "../build.ts";
-import { sameKernelCode } from "./fast-build.ts";
+import { kernelCodeSha256 } from "../../codeobj/kernel-code.ts";
 import { log } from "../../log.ts";
 import { cudaBuildFlags, cudaConfigKey, cudaConfigLabel, parseCudaSpace, type CudaConfig, type CudaSpaceSpec } from "./tune-space.ts";
 import { OPTION_NAMES, pickWinner, type TuneDriver, type TuneEvaluate, type TuneResult, type TuneRow, type TuneRunOptions } from "../tune.ts";
@@ -166,6 +166,9 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   let failed = 0;
   let ended = 0;
   const t0 = performance.now();
+  // each built module's kernel code digest, taken as it is built: under --confine (kerncap mcp) the modules are built in a
+  // private folder and removed once judged (the disk a tune takes is bounded by the builds at once: adversary 39 #03)
+  const codes: (string | null)[] = [];
   const e = await o
     .evaluate(dir, items, {
       ...o,
@@ -174,7 +177,10 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
         if ("error" in x) {
           failed++;
           log.warn(`${label}: does not build: ${x.error.split("\n").slice(0, 6).join("\n  ")}`);
-        } else log.info(`${label}: built (${x.registers ?? "?"} registers/thread, ${x.seconds.toFixed(1)} s)`);
+        } else {
+          codes[i] = kernelCodeSha256(x.module, m);
+          log.info(`${label}: built (${x.registers ?? "?"} registers/thread, ${x.seconds.toFixed(1)} s)`);
+        }
         if (++ended === configs.length) log.info(`${configs.length} builds in ${((performance.now() - t0) / 1000).toFixed(1)} s (${failed} failed)`);
       },
     })
@@ -187,14 +193,8 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     const b = e.built[i];
     const row: TuneRow<CudaConfig> = { ...e.rows[i]!, registers: b && !("error" in b) ? b.registers : null };
     // a macro the source defines without #ifndef (or never reads) leaves the kernel as it was: said, so that an equal time is not read as a finding
-    if (i > 0 && b && !("error" in b) && plainBuilt && !("error" in plainBuilt)) {
-      try {
-        if (sameKernelCode(readFileSync(plainBuilt.module), readFileSync(b.module), m.kernel.name) === null)
-          row.note = "the kernel's machine code is build.sh's: the flags change nothing in it";
-      } catch {
-        /* unreadable: no note */
-      }
-    }
+    if (i > 0 && b && !("error" in b) && plainBuilt && !("error" in plainBuilt) && codes[i] && codes[i] === codes[0])
+      row.note = "the kernel's machine code is build.sh's: the flags change nothing in it";
     rows.push(row);
   }
   const winner = pickWinner(rows) ?? null;

@@ -7,7 +7,7 @@
  * captured module's row from its medians in the same judgements.
  */
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { BuildOutcome } from "../../../src/eval/build.ts";
 import { flagsCandidate, type Candidate } from "../../../src/eval/candidates.ts";
@@ -221,6 +221,26 @@ describe("tune's configs as eval candidates", () => {
     expect(e.built[0]).toMatchObject({ module: join(dir, "build", "tune", "cuda-0", "module"), registers: 40 });
     expect(e.built[2]).toEqual({ error: "src/kernel.cu(3): error: BROKEN is defined / 1 error detected" });
     expect(e.captured({ i: -1 }, "captured module")).toMatchObject({ captured: true, verdict: "match", medianUs: 10, speedup: 1 });
+  }, 60_000);
+
+  test("confined (kerncap mcp's tune): the configs' modules go in eval's private folder, each removed once judged, none kept under build/tune (adversary 39: an agent's configs of a 128 MiB module filled the disk)", async () => {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const texts: Record<string, string> = { "build.sh": "match 1", "A=1": "match 1.25", "A=2": "match 0.9" };
+    const items = Object.keys(texts).map((label, i) => ({
+      config: { i },
+      label,
+      spec: { kind: "flags" as const, flags: label === "build.sh" ? [] : [`-D${label}`], buildDir: join(dir, "build", "tune", `cuda-${i}`) },
+    }));
+    const e = await tuneEvaluator({ open: fakeWorkers(), buildWith: fakeBuild(texts, []), timeoutS: 5 })(dir, items, {
+      iters: 20,
+      flushL2: false,
+      jobs: 1,
+      confine: true,
+    });
+    expect(e.rows.map((r) => r.verdict)).toEqual(["match", "match", "match"]);
+    expect(existsSync(join(dir, "build", "tune"))).toBe(false);
+    for (const b of e.built) expect(b && "module" in b && existsSync(b.module)).toBe(false);
   }, 60_000);
 
   test("a build error's row keeps the compiler's error lines", () => {
