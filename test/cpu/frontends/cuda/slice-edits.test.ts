@@ -84,3 +84,32 @@ describe("a slice edited by hand", () => {
     expect(sliceEditedByHand(readFileSync(other.slice, "utf8"))).toBe(false);
   });
 });
+
+describe("a name declared again after the kernel (adversary 39 #08: the slice compiled a·x+y where the TU compiles 7·a·x+y)", () => {
+  const OLD = `__global__ void saxpy(const Saxpy *p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p->y.n) p->y.data[i] = p->a * p->x.data[i] + p->y.data[i];
+}`;
+  const NEW = `__device__ float pick(const Saxpy &, long) { return 1.0f; }
+template <class T> __device__ float scale(const T &s) { return pick(s, 0) * s.a; }
+__global__ void saxpy(const Saxpy *p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p->y.n) p->y.data[i] = scale(*p) * p->x.data[i] + p->y.data[i];
+}
+__device__ float pick(const Saxpy &, int) { return 7.0f; }`;
+
+  test("an overload after the kernel of a function the code before it calls: no slice, the whole TU compiled (said); without it the slice is made", () => {
+    const { dir, tu, slice, meta } = demo();
+    const text = readFileSync(tu, "utf8");
+    expect(text).toContain(OLD);
+    writeFileSync(tu, text.replace(OLD, NEW));
+    const r = refreshSlice(dir, meta);
+    expect(r.action).toBe("removed");
+    expect(r.reason).toContain("declares `pick` after the kernel");
+    expect(readFileSync(slice, "utf8")).not.toContain("pick(s, 0)"); // no slice of the TU's text: build.sh compiles the TU
+    // the helper's overloads all before the kernel: the slice holds everything the kernel can see
+    writeFileSync(tu, text.replace(OLD, NEW.replace("__device__ float pick(const Saxpy &, int) { return 7.0f; }", "")));
+    expect(refreshSlice(dir, meta).action).toBe("remade");
+    expect(readFileSync(slice, "utf8")).toContain("pick(s, 0)");
+  });
+});
