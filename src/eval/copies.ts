@@ -61,7 +61,9 @@ export interface CandidateFolders {
  * is moved to a small folder of its own (keptModule) and the copy is removed; that folder goes
  * once the candidate is judged. So its disk use is about the builds running at once × the size of
  * the capture folder (its src/), not the number of candidates (a trial: 40 candidates of a 57 MB
- * src/ filled a 1.5 GiB TMPDIR). A candidate's copy in DIR/build/eval is one eval's at a time
+ * src/ filled a 1.5 GiB TMPDIR). A confined tune's configs (`buildDir` and `confine`: kerncap mcp)
+ * build in their folders under DIR/build/tune, each removed once judged, as held back as a
+ * private folder's. A candidate's copy in DIR/build/eval is one eval's at a time
  * (lockWorkDir, over the candidates `building`): an eval that finds another running on the capture
  * with one of its candidates builds in a private folder too, said once; evals of other candidates
  * (other shards) build beside each other.
@@ -76,6 +78,29 @@ export function candidateFolders(dir: string, building: readonly Candidate[], bu
           building.map((c) => copyName(c.id)),
         )
       : undefined;
+  if (building.length && confine && buildDir && !theirs) {
+    // a confined tune (kerncap mcp): each config's build folder under DIR/build/tune (a confined build writes inside the
+    // capture) removed once the config is judged, and no more builds ahead of the GPU than a private folder allows: an
+    // agent's configs cannot fill the disk (adversary 39: 6 configs of a 128 MiB module kept 897 MiB)
+    const made = new Map<string, string>();
+    const drop = (id: string) => {
+      const d = made.get(id);
+      if (d) rmSync(d, { recursive: true, force: true });
+    };
+    return {
+      dest: (c) => {
+        const d = buildDir(c);
+        made.set(c.id, d);
+        return d;
+      },
+      private: true,
+      settle: (_c, b) => b,
+      judged: drop,
+      dispose: () => {
+        for (const id of made.keys()) drop(id);
+      },
+    };
+  }
   if (theirs || (building.length && confine && !buildDir) || locked === null) {
     const work = privateTempFolder("kerncap-eval-");
     // a confined eval (kerncap mcp's evaluate): an agent's candidates are not kept, or every call would add its copies to the disk

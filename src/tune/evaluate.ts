@@ -275,9 +275,8 @@ export function tuneEvaluator(fakes?: TuneEvalOptions["fakes"]): TuneEvaluate {
     const { onBuild, ...rest } = o;
     const e = await evaluateTune(dir, list, {
       ...rest,
-      // kept under DIR/build/tune for the user; confined (kerncap mcp), in eval's private folder, each module removed once
-      // judged: an agent's configs cannot fill the disk (adversary 39: 6 configs of a 128 MiB module kept 897 MiB)
-      ...(dirs.size && !o.confine ? { buildDir: (c: Candidate) => dirs.get(c.id) ?? join(dir, "build", "tune", c.id.replace(/[^\w.-]/g, "_")) } : {}),
+      // kept under DIR/build/tune for the user; confined (kerncap mcp), each removed once judged (src/eval/copies.ts)
+      ...(dirs.size ? { buildDir: (c: Candidate) => dirs.get(c.id) ?? join(dir, "build", "tune", c.id.replace(/[^\w.-]/g, "_")) } : {}),
       ...(onBuild ? { onBuild: (c: Candidate, b: BuildOutcome) => onBuild(index.get(c.id)!, builtOf(b)) } : {}),
       ...(fakes ? { fakes } : {}),
     });

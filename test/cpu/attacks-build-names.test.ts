@@ -302,7 +302,7 @@ describe("a received capture's build.sh that names a program in the capture", ()
     const bad = await received(join(root, "a"), stockCudaBuildSh(`-ccbin ${open}/g++`));
     const { e } = await validate([bad, "--trust"]);
     expect(e?.code).toBe("E_UNSAFE_PATH");
-    expect(e!.message).toContain("which its group or every user can write");
+    expect(e!.message).toContain("its group or every user can write");
     // root's compiler, as it exists on this machine (a path that does not exist is refused too)
     const rootCompiler = ["/usr/bin/g++", "/usr/bin/gcc", "/usr/bin/cc", "/bin/sh"].find((p) => existsSync(p))!;
     for (const flags of ["-ccbin g++-12", `-ccbin ${rootCompiler} -Xcompiler -fplugin=annobin`, "-Xcompiler -Wl,-Bstatic -O3"]) {

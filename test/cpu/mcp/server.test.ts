@@ -960,7 +960,7 @@ describe("kerncap mcp", () => {
   }, 60_000);
 
   test.skipIf(!NVCC)(
-    "tune builds each config confined (a dependency list per build folder); a received capture's build.sh runs only with --trust-builds",
+    "tune builds each config confined, each config's folder removed once judged (adversary 39: an agent's configs filled the disk); a received capture's build.sh runs only with --trust-builds",
     async () => {
       const saved = process.env.XDG_STATE_HOME;
       process.env.XDG_STATE_HOME = tempDir(); // the demo's trust record, and --trust's, in a state folder of this test's own
@@ -970,8 +970,9 @@ describe("kerncap mcp", () => {
         const c = await connected();
         const r = await c.callTool({ name: "tune", arguments: { dir, maxrregcount: [32, 64], jobs: 2, iters: 5 } });
         if (!existsSync("/dev/nvidiactl")) expect(doc(r).error.code, JSON.stringify(doc(r))).toBe("E_NO_GPU");
-        // build.sh as is and the 2 configs, each with the -MD list of a confined build in its own folder
-        for (const i of [0, 1, 2]) expect(existsSync(join(dir, `build/tune/cuda-${i}/kerncap-deps.d`)), String(i)).toBe(true);
+        // build.sh as is and the 2 configs: built confined, each in its folder under build/tune, removed once judged
+        if (!doc(r).error) expect(doc(r).rows.length).toBe(3);
+        for (const i of [0, 1, 2]) expect(existsSync(join(dir, `build/tune/cuda-${i}`)), String(i)).toBe(false);
         expect(existsSync(join(dir, "build/kerncap-deps.d"))).toBe(false);
         // a copy whose manifest records no host (as one from another machine): received, untrusted
         const copy = join(tempDir(), "copy");
@@ -987,7 +988,8 @@ describe("kerncap mcp", () => {
         const trusted = await connected({ trust: { trustBuilds: true } });
         const ok = await trusted.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
         expect(doc(ok).error?.code).not.toBe("E_UNTRUSTED");
-        expect(existsSync(join(copy, "build/tune/cuda-1/kernel.cubin"))).toBe(true);
+        if (!doc(ok).error) expect(doc(ok).rows.length).toBe(2);
+        expect(existsSync(join(copy, "build/tune/cuda-1"))).toBe(false);
         await trusted.close();
       } finally {
         if (saved === undefined) delete process.env.XDG_STATE_HOME;

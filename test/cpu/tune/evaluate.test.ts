@@ -223,7 +223,7 @@ describe("tune's configs as eval candidates", () => {
     expect(e.captured({ i: -1 }, "captured module")).toMatchObject({ captured: true, verdict: "match", medianUs: 10, speedup: 1 });
   }, 60_000);
 
-  test("confined (kerncap mcp's tune): the configs' modules go in eval's private folder, each removed once judged, none kept under build/tune (adversary 39: an agent's configs of a 128 MiB module filled the disk)", async () => {
+  test("confined (kerncap mcp's tune): each config's build folder under build/tune removed once judged, none kept (adversary 39: an agent's configs of a 128 MiB module filled the disk)", async () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
     const texts: Record<string, string> = { "build.sh": "match 1", "A=1": "match 1.25", "A=2": "match 0.9" };
@@ -239,7 +239,7 @@ describe("tune's configs as eval candidates", () => {
       confine: true,
     });
     expect(e.rows.map((r) => r.verdict)).toEqual(["match", "match", "match"]);
-    expect(existsSync(join(dir, "build", "tune"))).toBe(false);
+    for (const i of [0, 1, 2]) expect(existsSync(join(dir, "build", "tune", `cuda-${i}`))).toBe(false);
     for (const b of e.built) expect(b && "module" in b && existsSync(b.module)).toBe(false);
   }, 60_000);
 
