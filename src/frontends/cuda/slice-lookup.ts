@@ -15,15 +15,24 @@ const NOT_DECLARED = new Set(
 );
 
 /**
- * The names the TU declares at namespace scope after `end` (a word followed by `(` outside any
- * function or class body: functions, function templates, operators as `operator`) that a call
- * before `end` could find where the TU ends: an operator, or, where the text before `end` holds a
- * template (whose dependent calls are looked up again at the TU's end, by argument-dependent
- * lookup), a name that text uses. A template of an included header calling a free function of the
- * TU's by ADL is not seen (the headers' text is not read here). `mask` is the TU's codeMask (comments, strings and preprocessor lines
- * blanked). Shapes: `end` an offset into mask; names in order, without repeats.
+ * The names that a `template` declaration after `end` specializes: in the declaration's head (to
+ * its `{`, `;` or `=`), past the template's own parameter list, a name followed by `<`
+ * (`template<> struct Tr<Tag>`, `template<class U> struct Tr<Box<U>>`, `template<> float kv<Tag>`,
+ * `template<> float scale<Tag>(…)`).
  */
-export function redeclaredAfter(mask: string, end: number): string[] {
+function specializedAfter(mask: string, end: number): string[] {
+  const out: string[] = [];
+  for (const m of mask.slice(end).matchAll(/\btemplate\s*</g)) {
+    let i = end + m.index! + m[0].length;
+    for (let depth = 1; i < mask.length && depth > 0; i++) depth += mask[i] === "<" ? 1 : mask[i] === ">" ? -1 : 0;
+    const head = /^[^{;=]*/.exec(mask.slice(i, i + 4096))![0];
+    for (const n of head.matchAll(/\b([A-Za-z_]\w*)\s*</g)) if (!out.includes(n[1]!) && n[1] !== "template") out.push(n[1]!);
+  }
+  return out;
+}
+
+/** The words at namespace scope after `end` that are followed by `(` (declarations, macro calls), and `operator`, `using`. */
+function namespaceScopeWords(mask: string, end: number): string[] {
   const found: string[] = [];
   const scope: boolean[] = []; // per open brace: whether it is a namespace's or an extern "C" block's
   let head = end; // where the current declaration began
@@ -39,19 +48,47 @@ export function redeclaredAfter(mask: string, end: number): string[] {
     } else if (c === ";") head = i + 1;
     else if (/[A-Za-z_]/.test(c) && !/\w/.test(mask[i - 1] ?? " ")) {
       const id = /^[A-Za-z_]\w*/.exec(mask.slice(i, i + 256))![0];
-      if (
-        scope.every(Boolean) &&
-        !NOT_DECLARED.has(id) &&
-        (id === "operator" || /^\s*\(/.test(mask.slice(i + id.length, i + id.length + 64))) &&
-        !found.includes(id)
-      )
-        found.push(id);
+      const word = id === "operator" || id === "using" || (!NOT_DECLARED.has(id) && /^\s*\(/.test(mask.slice(i + id.length, i + id.length + 64)));
+      if (scope.every(Boolean) && word && !found.includes(id)) found.push(id);
       i += id.length - 1;
     }
   }
+  return found;
+}
+
+/**
+ * Why a prefix slice of `tuText` cut at `end` could compile another kernel than the whole TU, or
+ * undefined. After the cut: a specialization (explicit or partial, of a class, function or
+ * variable template the text before names: the TU's instantiation sees it, the slice's does not); an operator or a
+ * `using` at namespace scope; a call of a function-like macro the TU defines, at namespace scope
+ * (what it declares is not read here); and where the text before the cut holds a template (whose
+ * dependent calls are looked up again where the TU ends, by argument-dependent lookup): an
+ * `#include "…"`, or a declaration of a name that text uses. Not seen: a template of a header
+ * included before the cut calling, by ADL, a function that only the TU's text after the cut names
+ * in another spelling, or that a system header (`<…>`) after it declares.
+ * Shapes: `mask` the TU's codeMask (comments, strings and preprocessor lines blanked), `end` an
+ * offset into both.
+ */
+export function sliceHazard(tuText: string, mask: string, end: number): string | undefined {
   const before = mask.slice(0, end);
-  // a non-template call binds its name where it stands: only a template's dependent call (or an operator, which a
-  // header's template may call on the TU's types) can see a declaration that comes after it
-  const templates = /\btemplate\b/.test(before);
-  return found.filter((n) => n === "operator" || (templates && new RegExp(`\\b${n}\\b`).test(before)));
+  const named = (n: string) => new RegExp(`\\b${n}\\b`).test(before);
+  const special = specializedAfter(mask, end).find(named);
+  if (special) return `specializes \`${special}\` after the kernel, which the code before it names`;
+  const words = namespaceScopeWords(mask, end);
+  if (words.includes("operator")) return "declares an operator after the kernel";
+  if (words.includes("using")) return "has a using-declaration or directive after the kernel";
+  const macros = new Set([...tuText.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(/gm)].map((x) => x[1]!));
+  const called = words.find((w) => macros.has(w));
+  if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;
+  // a non-template call binds its name where it stands: only a template's dependent call can see what comes after it
+  if (!/\btemplate\b/.test(before)) return undefined;
+  if (/^[ \t]*#[ \t]*include[ \t]*"/m.test(tuText.slice(end)))
+    return "includes a header after the kernel, where a template before it may find what it declares";
+  const again = words.filter(named);
+  return again.length
+    ? `declares ${again
+        .slice(0, 3)
+        .map((n) => `\`${n}\``)
+        .join(", ")} after the kernel, which the code before it names`
+    : undefined;
 }

@@ -13,9 +13,9 @@
  *   Why a prefix: C++ needs every name declared before its use, so nothing after the definition
  *   can be needed by a non-template kernel (a `__device__` function only declared before it and
  *   defined after it is the exception: that slice does not build and build.sh falls back). A
- *   template's dependent call is looked up again where the TU ends: a TU that declares after the
- *   kernel a name its text before uses (with a template there), or an operator, is not sliced
- *   (redeclaredAfter), lest the slice compile another kernel than the TU. Why
+ *   template's dependent call is looked up again where the TU ends, and a specialization after a
+ *   template's use changes what it instantiates: a TU with such text after the kernel is not
+ *   sliced (./slice-lookup.ts sliceHazard), lest the slice compile another kernel than the TU. Why
  *   blank the other kernels: a non-template `__global__` is always emitted, so every kernel left
  *   in the text costs front-end, NVVM and ptxas time. Kernels inside included headers stay (the
  *   headers are the editable copies under src/ and are compiled as they are).
@@ -40,7 +40,7 @@ import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
-import { redeclaredAfter } from "./slice-lookup.ts";
+import { sliceHazard } from "./slice-lookup.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -422,19 +422,10 @@ function sliceBody(meta: SliceMeta, tuText: string): SliceText {
     if (found < 0) return { ok: false, reason: `src/${meta.tu} no longer has the line ${meta.cutInclude}` };
     end = found;
   }
-  // a name the code before the cut uses and the TU declares again after it: C++ may find that declaration where the TU
-  // ends (a template's dependent call, by ADL), so the slice could compile another kernel than the TU (adversary 39)
-  const later = redeclaredAfter(mask, end);
-  if (later.length)
-    return {
-      ok: false,
-      reason: `src/${meta.tu} declares ${later
-        .slice(0, 3)
-        .map((n) => `\`${n}\``)
-        .join(
-          ", ",
-        )} after the kernel, which the code before it names: a template's call may see that declaration where the TU ends, so a slice cut at the kernel could compile another kernel`,
-    };
+  // what comes after the cut and could change the kernel the TU compiles (a template's dependent call is looked up
+  // again where the TU ends; a specialization after its use): no slice, the whole TU (adversaries 39, 40)
+  const hazard = sliceHazard(tuText, mask, end);
+  if (hazard) return { ok: false, reason: `src/${meta.tu} ${hazard}: a slice cut at the kernel could compile another kernel than the TU` };
   // a kernel that the captured one launches (dynamic parallelism) keeps its body
   const ownBodies = defs.filter((d) => d.name === meta.base).map((d) => mask.slice(d.open, d.close));
   const launched = (name: string) => ownBodies.some((b) => new RegExp(`\\b${name}\\b`).test(b));

@@ -105,11 +105,48 @@ __device__ float pick(const Saxpy &, int) { return 7.0f; }`;
     writeFileSync(tu, text.replace(OLD, NEW));
     const r = refreshSlice(dir, meta);
     expect(r.action).toBe("removed");
-    expect(r.reason).toContain("declares `pick` after the kernel");
+    expect(r.reason).toContain("declares `pick` after the kernel, which the code before it names");
     expect(readFileSync(slice, "utf8")).not.toContain("pick(s, 0)"); // no slice of the TU's text: build.sh compiles the TU
     // the helper's overloads all before the kernel: the slice holds everything the kernel can see
     writeFileSync(tu, text.replace(OLD, NEW.replace("__device__ float pick(const Saxpy &, int) { return 7.0f; }", "")));
     expect(refreshSlice(dir, meta).action).toBe("remade");
     expect(readFileSync(slice, "utf8")).toContain("pick(s, 0)");
+  });
+});
+
+describe("what after the kernel keeps a TU from being sliced (adversary 40: specializations, a late #include, a macro's declaration)", () => {
+  const BEFORE = `#include "cfg.h"
+namespace ns { struct Tag {}; }
+template <class T> struct Tr { static constexpr float v = 1.0f; };
+template <class T> constexpr float kv = 1.0f;
+template <class T> __device__ float helper(T) { return Tr<T>::v * kv<T>; }
+#define MAKE(a, b) namespace ns { __device__ float a##b(Tag) { return 7.0f; } }
+__global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
+`;
+  const hazard = async (after: string, before = BEFORE) => {
+    const { sliceHazard } = await import("../../../../src/frontends/cuda/slice-lookup.ts");
+    const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
+    const tu = before + after;
+    return sliceHazard(tu, codeMask(tu), before.length);
+  };
+  test("each construct that can change the kernel the TU compiles is named; what cannot is not", async () => {
+    expect(await hazard("template <> struct Tr<ns::Tag> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
+    expect(await hazard("template <class U> struct Tr<U*> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
+    expect(await hazard("template <> constexpr float kv<ns::Tag> = 7.0f;\n")).toContain("specializes `kv`");
+    expect(await hazard('#include "late.cuh"\n')).toContain("includes a header after the kernel");
+    expect(await hazard("MAKE(pi, ck)\n")).toContain("calls the macro `MAKE`");
+    expect(await hazard("namespace ns { __device__ float helper(Tag) { return 7.0f; } }\n")).toContain("declares `helper`");
+    expect(await hazard("namespace ns { using ::helper; }\n")).toContain("using");
+    expect(await hazard("__device__ float operator*(ns::Tag, float f) { return f; }\n")).toContain("operator");
+    // nothing the kernel before can see: another template kernel, host code, a system header's include without templates before
+    expect(
+      await hazard("template <int N> __global__ void other(float* p) { p[N] = 0; }\nvoid launch(float* p) { k<<<1, 1>>>(p); }\nint main() { return 0; }\n"),
+    ).toBeUndefined();
+    expect(
+      await hazard(
+        '#include "late.cuh"\nvoid host_only() {}\n',
+        "__device__ float f(float x) { return x; }\n__global__ void k(float* p) { p[0] = f(p[1]); }\n",
+      ),
+    ).toBeUndefined();
   });
 });
