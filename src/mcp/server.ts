@@ -251,6 +251,15 @@ async function handleCall(
         hint: "Leave them out: the capture's judging settings apply (the user sets them with `kerncap judge DIR --rtol …`, or starts the server with `kerncap mcp --agent-judging` to let the agent choose them). Tell the user if the kernel needs a tolerance.",
       }),
     );
+  // a key the schema does not hold as its own (`__proto__`: a strict object's check asks `in`, which finds Object's) is unknown
+  const entries = (input as unknown as { entries: Record<string, unknown> }).entries;
+  const stray = Object.keys(req.params.arguments ?? {}).find((k) => !Object.hasOwn(entries, k) && k in entries);
+  if (stray !== undefined)
+    return errorResult(
+      new KerncapError("E_USAGE", `bad arguments for ${name}: unknown argument ${JSON.stringify(stray)}; the tool takes: ${Object.keys(entries).join(", ")}`, {
+        hint: "See the tool's inputSchema (tools/list).",
+      }),
+    );
   const parsed = v.safeParse(input, req.params.arguments ?? {});
   if (!parsed.success) {
     return errorResult(

@@ -219,6 +219,12 @@ describe("kerncap mcp", () => {
     const dir = await fresh();
     const u = await c.callTool({ name: "inspect", arguments: { dir, bogus: 1 } });
     expect(doc(u).error.message).toBe("bad arguments for inspect: unknown argument bogus; the tool takes: dir, verify");
+    // a key every object inherits is unknown too (a strict object's check asks `in`, which finds Object's; adversary 40's
+    // `__proto__` never reaches the server as a key: the SDK's parse of the request drops it)
+    for (const key of ["toString", "constructor", "hasOwnProperty"]) {
+      const p = await c.callTool({ name: "inspect", arguments: JSON.parse(`{"dir": ${JSON.stringify(dir)}, ${JSON.stringify(key)}: 1}`) });
+      expect(doc(p).error.message, key).toStartWith(`bad arguments for inspect: unknown argument ${JSON.stringify(key)}`);
+    }
     const m = await c.callTool({ name: "read_file", arguments: { dir } });
     expect(doc(m).error.message).toBe("bad arguments for read_file: missing argument path");
     // kerncap.json is the capture's own file: no "did you mean src/kerncap.json?" (found by a trial)
