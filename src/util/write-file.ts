@@ -59,10 +59,10 @@ function fdOfPath(p: string): number | undefined {
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 /**
- * Refuse a folder path that passes through a symbolic link another user planted where anyone may
- * write: a link in a sticky, world-writable folder (/tmp) owned by neither this user nor that
- * folder's owner, the links Linux itself does not follow with fs.protected_symlinks=1 (a machine
- * may have it off). Through `-o /tmp/work/out` the owner of a link /tmp/work chose where the
+ * Refuse a folder path that passes through a symbolic link another user (not root) made and can
+ * change: one in a sticky, world-writable folder (/tmp) that is not that folder's owner's, the
+ * links Linux itself does not follow with fs.protected_symlinks=1 (a machine may have it off), or
+ * one in a folder of its owner's. Through `-o /tmp/work/out` the owner of a link /tmp/work chose where the
  * output went (adversary 38: an unpack, an export and a pack written into the victim's ~/t09).
  * Every prefix of `folder` as given (made absolute) is looked at with lstat, no link followed;
  * a missing one ends the walk (the caller's own checks say it).
@@ -84,13 +84,14 @@ export function refusePlantedLinks(
     } catch {
       return;
     }
-    if (st.isSymbolicLink() && st.uid !== me) {
+    if (st.isSymbolicLink() && st.uid !== me && st.uid !== 0) {
       const parent = lstatSync(at);
-      // sticky and writable by anyone, and not the link owner's own folder
-      if ((parent.mode & 0o1002) === 0o1002 && parent.uid !== st.uid)
+      // in a folder anyone may write (sticky: /tmp) and not the link owner's own folder (as protected_symlinks), or in a
+      // folder of its owner's (they can point it elsewhere at any time: adversary 40, a link in their own /tmp/x)
+      if (((parent.mode & 0o1002) === 0o1002 && parent.uid !== st.uid) || parent.uid === st.uid)
         throw new KerncapError(
           "E_UNSAFE_PATH",
-          `${escapeForTerminal(JSON.stringify(next), { oneLine: true })} is a symbolic link that another user (uid ${st.uid}) made in ${at}, a folder anyone may write: following it would let them choose where ${what} is written`,
+          `${escapeForTerminal(JSON.stringify(next), { oneLine: true })} is a symbolic link that another user (uid ${st.uid}) made in ${at}, ${parent.uid === st.uid ? "a folder of theirs" : "a folder anyone may write"}: following it would let them choose where ${what} is written`,
           { hint },
         );
     }

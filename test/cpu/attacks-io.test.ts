@@ -835,6 +835,16 @@ describe("output paths through another user's link (adversary 38 #09)", () => {
         expect(r.err).toContain("a symbolic link that another user (uid 65534) made");
       }
       expect(readdirSync(mine)).toEqual([]);
+      // a link in a folder of its owner's (not sticky), who can point it elsewhere at any time (adversary 40: /tmp/k08own/o)
+      const theirs = join(shared, "theirs");
+      mkdirSync(theirs);
+      symlinkSync(mine, join(theirs, "o"));
+      lchownSync(join(theirs, "o"), 65534, 65534);
+      lchownSync(theirs, 65534, 65534);
+      const r2 = await output(() => runCli(["pack", cap, "-o", join(theirs, "o", "p.zip")]));
+      expect(r2.value).toBe(2);
+      expect(r2.err).toContain("a folder of theirs");
+      expect(readdirSync(mine)).toEqual([]);
       // a link of the user's own in the same folder is theirs to follow
       const own = join(shared, "own");
       symlinkSync(mine, own);
