@@ -58,12 +58,15 @@ function namespaceScopeWords(mask: string, end: number): string[] {
 
 /**
  * Why a prefix slice of `tuText` cut at `end` could compile another kernel than the whole TU, or
- * undefined. After the cut: a specialization (explicit or partial, of a class, function or
- * variable template the text before names: the TU's instantiation sees it, the slice's does not); an operator or a
+ * undefined. Anywhere: a `friend` (a template's instantiation can define one, and with it change
+ * overload resolution elsewhere). After the cut: a specialization (explicit or partial, of a
+ * class, function or variable template the text before names: the TU's instantiation sees it,
+ * the slice's does not); the definition of a variable declared `extern` before; an operator or a
  * `using` at namespace scope; a call of a function-like macro the TU defines, at namespace scope
- * (what it declares is not read here); and where the text before the cut holds a template (whose
- * dependent calls are looked up again where the TU ends, by argument-dependent lookup): an
- * `#include "…"`, or a declaration of a name that text uses. Not seen: a template of a header
+ * (what it declares is not read here); a declaration of a function the text before names (a
+ * redeclaration's attributes merge into the entity: `__launch_bounds__`, `__noinline__`; an overload
+ * a template's dependent call finds where the TU ends); and, where the text before the cut holds a
+ * template, an `#include "…"`. Not seen: a template of a header
  * included before the cut calling, by ADL, a function that only the TU's text after the cut names
  * in another spelling, or that a system header (`<…>`) after it declares.
  * Shapes: `mask` the TU's codeMask (comments, strings and preprocessor lines blanked), `end` an
@@ -71,24 +74,33 @@ function namespaceScopeWords(mask: string, end: number): string[] {
  */
 export function sliceHazard(tuText: string, mask: string, end: number): string | undefined {
   const before = mask.slice(0, end);
+  const after = mask.slice(end);
   const named = (n: string) => new RegExp(`\\b${n}\\b`).test(before);
+  // a friend defined by a template's instantiation changes what later overload resolution sees (stateful
+  // metaprogramming): an instantiation after the kernel, or in another kernel's body the slice blanks (adversary 41)
+  if (/\bfriend\b/.test(mask))
+    return "declares a friend (a template's instantiation can define one, after the kernel or in a kernel body the slice leaves out)";
   const special = specializedAfter(mask, end).find(named);
   if (special) return `specializes \`${special}\` after the kernel, which the code before it names`;
+  // a variable declared extern before and defined after: the slice's is zero-initialized (adversary 41: g = 5.0f lost)
+  const external = [...before.matchAll(/(?:^|[;}])\s*extern\s+[^;{}"]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)?;/g)].map((x) => x[1]!);
+  const defined = external.find((n) => new RegExp(`\\b${n}\\b`).test(after));
+  if (defined) return `defines \`${defined}\` after the kernel, declared extern before it`;
   const words = namespaceScopeWords(mask, end);
   if (words.includes("operator")) return "declares an operator after the kernel";
   if (words.includes("using")) return "has a using-declaration or directive after the kernel";
   const macros = new Set([...tuText.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(/gm)].map((x) => x[1]!));
   const called = words.find((w) => macros.has(w));
   if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;
-  // a non-template call binds its name where it stands: only a template's dependent call can see what comes after it
-  if (!/\btemplate\b/.test(before)) return undefined;
-  if (/^[ \t]*#[ \t]*include[ \t]*"/m.test(tuText.slice(end)))
-    return "includes a header after the kernel, where a template before it may find what it declares";
+  // a redeclaration of a function the code before names: attributes (__launch_bounds__ on the kernel, __noinline__ on
+  // a helper) merge into the one entity; with a template before, an overload its dependent calls find where the TU ends
   const again = words.filter(named);
-  return again.length
-    ? `declares ${again
-        .slice(0, 3)
-        .map((n) => `\`${n}\``)
-        .join(", ")} after the kernel, which the code before it names`
-    : undefined;
+  if (again.length)
+    return `declares ${again
+      .slice(0, 3)
+      .map((n) => `\`${n}\``)
+      .join(", ")} after the kernel, which the code before it names`;
+  if (/\btemplate\b/.test(before) && /^[ \t]*#[ \t]*include[ \t]*"/m.test(tuText.slice(end)))
+    return "includes a header after the kernel, where a template before it may find what it declares";
+  return undefined;
 }

@@ -138,6 +138,22 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     expect(await hazard("namespace ns { __device__ float helper(Tag) { return 7.0f; } }\n")).toContain("declares `helper`");
     expect(await hazard("namespace ns { using ::helper; }\n")).toContain("using");
     expect(await hazard("__device__ float operator*(ns::Tag, float f) { return f; }\n")).toContain("operator");
+    // adversary 41: a friend a template's instantiation defines; a variable declared extern before, defined after; the
+    // kernel or a helper declared again with attributes that merge into it
+    expect(
+      await hazard(
+        "constexpr int dummy = sizeof(setter<0, 42>);\n",
+        `template <int N, int V> struct setter { friend constexpr int get(int) { return V; } };\n${BEFORE}`,
+      ),
+    ).toContain("friend");
+    expect(await hazard("__device__ float g = 5.0f;\n", "extern __device__ float g;\n__global__ void k(float* p) { p[0] = g; }\n")).toContain(
+      "defines `g` after the kernel, declared extern before it",
+    );
+    expect(await hazard("__global__ void __launch_bounds__(32, 1) k(float* p);\n", "__global__ void k(float* p) { p[0] = 1; }\n")).toContain("declares `k`");
+    expect(
+      await hazard("__device__ __noinline__ float f(float);\n", "__device__ float f(float x) { return x; }\n__global__ void k(float* p) { p[0] = f(p[1]); }\n"),
+    ).toContain("declares `f`");
+    expect(await hazard("void launch(float* p) { k<<<1, 1>>>(p); }\n", "extern int verbose;\n__global__ void k(float* p) { p[0] = 1; }\n")).toBeUndefined();
     // nothing the kernel before can see: another template kernel, host code, a system header's include without templates before
     expect(
       await hazard("template <int N> __global__ void other(float* p) { p[N] = 0; }\nvoid launch(float* p) { k<<<1, 1>>>(p); }\nint main() { return 0; }\n"),
