@@ -39,6 +39,15 @@ function fakeBuild(texts: Record<string, string>, built: string[], ms = 0): NonN
   };
 }
 
+/** tuneEvaluator's items for `texts` (label → what the fake build makes of it): build.sh's row, then one -DLABEL config each, into DIR/build/tune/cuda-N. */
+function flagItems(dir: string, texts: Record<string, string>) {
+  return Object.keys(texts).map((label, i) => ({
+    config: { i },
+    label,
+    spec: { kind: "flags" as const, flags: label === "build.sh" ? [] : [`-D${label}`], buildDir: join(dir, "build", "tune", `cuda-${i}`) },
+  }));
+}
+
 describe("tune's configs as eval candidates", () => {
   test("built in eval's pool, judged by its workers and watchdog; rows, the captured module's row and the winner from eval's records", async () => {
     const dir = join(tempDir(), "cap");
@@ -194,11 +203,7 @@ describe("tune's configs as eval candidates", () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
     const texts: Record<string, string> = { "build.sh": "match 1", "FAST=1": "match 1.25", "BROKEN=1": "compile-error" };
-    const items = Object.keys(texts).map((label, i) => ({
-      config: { i },
-      label,
-      spec: { kind: "flags" as const, flags: label === "build.sh" ? [] : [`-D${label}`], buildDir: join(dir, "build", "tune", `cuda-${i}`) },
-    }));
+    const items = flagItems(dir, texts);
     const built: string[] = [];
     const ended: [number, boolean][] = [];
     const e = await tuneEvaluator({ open: fakeWorkers(), buildWith: fakeBuild(texts, built), timeoutS: 5 })(dir, items, {
@@ -227,11 +232,7 @@ describe("tune's configs as eval candidates", () => {
     const dir = join(tempDir(), "cap");
     await makeCapture(dir);
     const texts: Record<string, string> = { "build.sh": "match 1", "A=1": "match 1.25", "A=2": "match 0.9" };
-    const items = Object.keys(texts).map((label, i) => ({
-      config: { i },
-      label,
-      spec: { kind: "flags" as const, flags: label === "build.sh" ? [] : [`-D${label}`], buildDir: join(dir, "build", "tune", `cuda-${i}`) },
-    }));
+    const items = flagItems(dir, texts);
     const e = await tuneEvaluator({ open: fakeWorkers(), buildWith: fakeBuild(texts, []), timeoutS: 5 })(dir, items, {
       iters: 20,
       flushL2: false,
