@@ -41,7 +41,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { PrunedCandidates } from "./pruned.ts";
 import { TaskQueue } from "./task-queue.ts";
-import { kernelCodeSha256 } from "../rebuild/resources.ts";
+import { kernelCodeSha256 } from "../codeobj/kernel-code.ts";
 import { buildCandidate, buildPool, builtFigures, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts";

@@ -133,7 +133,7 @@ export const EvalRecord = v.object({
     timedOut: v.optional(v.literal(true)),
     moduleSha256: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
     /**
-     * The SHA-256 (hex) of the kernel's machine code in that module (src/rebuild/resources.ts
+     * The SHA-256 (hex) of the kernel's machine code in that module (src/codeobj/kernel-code.ts
      * kernelCodeSha256: its .text section, register count, attribute, shared and parameter sizes):
      * candidates with one kernel digest run one kernel even where their modules' bytes differ (nvcc
      * names a TU's internal symbols after a hash of its path, and each candidate is built in its

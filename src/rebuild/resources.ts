@@ -88,5 +88,3 @@ export function describeResources(r: ModuleResources): string {
   const otherToolkit = c.toolkit !== null && r.toolkit !== null && c.toolkit !== r.toolkit ? `, CUDA ${c.toolkit}` : "";
   return `${figuresText(r)}${known ? ` (captured: ${figuresText(c)}${otherToolkit})` : ""}`;
 }
-
-export { kernelCodeSha256 } from "../codeobj/kernel-code.ts";

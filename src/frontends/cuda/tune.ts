@@ -166,8 +166,8 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   let failed = 0;
   let ended = 0;
   const t0 = performance.now();
-  // each built module's kernel code digest, taken as it is built: under --confine (kerncap mcp) the modules are built in a
-  // private folder and removed once judged (the disk a tune takes is bounded by the builds at once: adversary 39 #03)
+  // each built module's kernel code digest, taken as it is built: under --confine (kerncap mcp) a config's build folder
+  // is removed once it is judged (src/eval/copies.ts: the disk a tune takes is bounded by the builds at once)
   const codes: (string | null)[] = [];
   const e = await o
     .evaluate(dir, items, {
