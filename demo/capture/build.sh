@@ -36,11 +36,15 @@ mkdir -p "$(dirname "$out")"
 # no earlier module left at OUTPUT by a build that fails (nu12 #7: replay --against timed the old kernel)
 rm -f "$out"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-compile() { # compile SOURCE OUTPUT
+# __FILE__ and __BASE_FILE__ read src/… whatever folder this is (-fmacro-prefix-map), in the whole TU
+# and in the slice alike (the slice names itself after the TU: its #line, and its __BASE_FILE__ below)
+compile() { # compile SOURCE OUTPUT [NVCC WORD…]
+  local source="$1" output="$2"
+  shift 2
   # shellcheck disable=SC2086
   "$nvcc" -cubin -arch=sm_90 -x cu \
-    -O3 -std=c++17 -I"$here/src" ${EXTRA_FLAGS:-} \
-    "$1" -o "$2" >&2
+    -O3 -std=c++17 -I"$here/src" ${EXTRA_FLAGS:-} "-Xcompiler=-fmacro-prefix-map=$here/=" "$@" \
+    "$source" -o "$output" >&2
 }
 cubin="$out"
 tu="$here/src/"saxpy.cu
@@ -73,7 +77,7 @@ if [ "$src" = "$slice" ]; then
   shown="${slicelog#"$here/"}"
   # 0600: the compiler's messages may quote a file it read (an #include of a private one)
   rm -f "$slicelog" && (umask 077 && : >"$slicelog")
-  if compile "$slice" "$cubin" 2>"$slicelog"; then
+  if compile "$slice" "$cubin" '-D__BASE_FILE__="src/saxpy.cu"' -Xcompiler=-Wno-builtin-macro-redefined 2>"$slicelog"; then
     cat "$slicelog" >&2
   elif [ -n "$edited" ]; then
     cat "$slicelog" >&2

@@ -141,7 +141,8 @@ export function folderSpellings(dir: string): string[] {
 
 /**
  * What build.sh's choice of command depends on: build.sh itself, the files its `tu=`/`slice=`
- * lines name (the slice is compiled only while it matches the TU copy's hash), its
+ * lines name (a TU edited so that no slice is made turns the slice into a "not made" one: the
+ * plan must change to the whole TU's) (the slice is compiled only while it matches the TU copy's hash), its
  * slice-failed record, NVCC and EXTRA_FLAGS. Sizes and mtimes (ns), so a save changes the key of
  * the TU copy it touches; a header's save does not change it (the plan stays).
  */
@@ -149,7 +150,8 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
   const script = join(dir, "build.sh");
   const text = readFileSync(script, "utf8");
   const files = [script, join(dir, "build", "slice-failed.sha256")];
-  for (const m of text.matchAll(/^(?:tu|slice)="\$here\/(.*)"$/gm)) files.push(join(dir, m[1]!));
+  // `tu="$here/src/"saxpy.cu` (the name as shq writes it: bare, or in single quotes), or an older build.sh's `tu="$here/src/saxpy.cu"`
+  for (const m of text.matchAll(/^(?:tu|slice)="\$here\/([^"\n]*)"(\S*)$/gm)) files.push(join(dir, m[1]! + m[2]!.replace(/^'(.*)'$/, "$1")));
   const st = (f: string) => {
     try {
       const s = statSync(f, { bigint: true });

@@ -29,7 +29,8 @@ import { locateKernelSource, type KernelLocation, type LocateInput } from "./loc
 import { cudaFlagsFromCommand, defaultCudaFlags, type CudaFlags, type FlagWord } from "./flags.ts";
 import { privateTempFolder } from "../../cache.ts";
 import { dependencyArgv, findNvcc, parseDeps } from "./nvcc.ts";
-import { includeLeadingTo, planSliceMeta, sliceText, type SliceMeta } from "./slice.ts";
+import { includeLeadingTo, planSliceMeta, projectHeaders, sliceText, type SliceMeta } from "./slice.ts";
+import type { SliceContext } from "./slice-lookup.ts";
 import { demangledNames } from "./kernel-name.ts";
 
 // ───────────────────────────── header closure ─────────────────────────────
@@ -143,13 +144,13 @@ export interface SlicePlan {
  * @param o.tuRel the TU's path under src/ (default its basename); o.includeDirs: the -I/-iquote/-isystem
  *   folders of the compile (to follow includes to the definition).
  */
-export function planSlice(loc: KernelLocation, tuText: string, o: { tuRel?: string; includeDirs?: string[] } = {}): SlicePlan {
+export function planSlice(loc: KernelLocation, tuText: string, o: { tuRel?: string; includeDirs?: string[]; context?: SliceContext } = {}): SlicePlan {
   const tuRel = o.tuRel ?? basename(loc.tu);
   const isTu = loc.definition === loc.tu;
   const cut = isTu || loc.names.templateArgs !== undefined ? undefined : includeLeadingTo(tuText, loc.tu, loc.definition, o.includeDirs ?? []);
   const p = planSliceMeta(loc.names, tuRel, isTu, basename(loc.definition), cut);
   if (!p.meta) return { possible: false, reason: p.reason };
-  const t = sliceText(p.meta, tuText);
+  const t = sliceText(p.meta, tuText, o.context);
   if (!t.ok) return { possible: false, reason: t.reason };
   return { possible: true, text: t.text, meta: p.meta };
 }
@@ -239,6 +240,9 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     definitionCopy: relative(projectRoot, loc.definition),
     compiledSource,
     tuSource: tuRel,
+    // the slice's __BASE_FILE__ is the TU's, as the whole TU's compile names it (build.sh compiles both from src/ after
+    // -fmacro-prefix-map): an edit cannot tell the slice it is judged by from the TU (adversary 42)
+    sliceBaseFile: `-D__BASE_FILE__="src/${tuRel}"`,
     sliced: sliceRes.used,
     sliceKind: sliceRes.meta?.kind === "prefix" ? "the TU up to the kernel's definition, without the other kernels' bodies" : "only the captured instantiation",
     sliceReason: sliceRes.reason ?? "",
@@ -372,6 +376,7 @@ function writeSlice(
   const plan = planSlice(loc, readFileSync(loc.tu, "utf8"), {
     tuRel,
     includeDirs: flags.words.filter((w) => w.path && w.prefix !== "-include").map((w) => w.path!),
+    context: projectHeaders(dirname(srcDir), { tu: tuRel }),
   });
   if (!plan.possible) return { compiledSource: tuRel, slice: { used: false, reason: plan.reason } };
   const compiledSource = plan.meta!.slice;

@@ -12,7 +12,7 @@ import { resolve } from "node:path";
 import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
-import { checkSliceMeta, notMadeText, sliceMetaOf, sliceProblem, sliceText } from "./slice.ts";
+import { checkSliceMeta, notMadeText, projectHeaders, sliceMetaOf, sliceProblem, sliceText } from "./slice.ts";
 
 /**
  * Make the slice of `dir`'s src/<tu> anew from that TU, whatever the slice file holds (stale,
@@ -30,10 +30,11 @@ export function regenerateSlice(dir: string, metaIn: unknown): { action: "fresh"
   const tuText = tuBytes.toString("utf8");
   const slicePath = `src/${meta.slice}`;
   const old = readInCapture(dir, slicePath, MANIFEST_MAX_BYTES)?.toString("utf8");
-  const s = sliceText(meta, tuText);
+  const context = projectHeaders(dir, meta);
+  const s = sliceText(meta, tuText, context);
   const text = s.ok ? s.text : notMadeText(meta, s.reason);
   if (old === text) return { action: "fresh" };
-  const replaced = old === undefined ? undefined : sliceProblem(meta, old, tuText);
+  const replaced = old === undefined ? undefined : sliceProblem(meta, old, tuText, context);
   writeInCapture(dir, slicePath, text);
   return { action: s.ok ? "remade" : "removed", ...(s.ok ? {} : { reason: s.reason }), ...(replaced ? { replaced } : {}) };
 }
@@ -50,7 +51,7 @@ export function foreignSlice(dir: string, m: Manifest): string | undefined {
   const meta = checkSliceMeta(metaIn);
   const slice = readInCapture(dir, `src/${meta.slice}`, MANIFEST_MAX_BYTES)?.toString("utf8");
   if (slice === undefined) return undefined;
-  return sliceProblem(meta, slice, readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES)?.toString("utf8"));
+  return sliceProblem(meta, slice, readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES)?.toString("utf8"), projectHeaders(dir, meta));
 }
 
 /**

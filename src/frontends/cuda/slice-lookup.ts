@@ -7,13 +7,6 @@
  * defined after the kernel: the TU computed 7·a·x+y, the slice a·x+y).
  */
 
-/** Words followed by `(` that declare nothing (statements, operators, attributes, specifiers). */
-const NOT_DECLARED = new Set(
-  "if for while switch return sizeof alignof alignas decltype static_assert __attribute__ __declspec noexcept throw catch typeid asm __asm__ __launch_bounds__ __align__ __cluster_dims__ __grid_constant__ explicit defined main".split(
-    " ",
-  ),
-);
-
 /**
  * The names that a `template` declaration after `end` specializes: in the declaration's head (to
  * its `{`, `;` or `=`), past the template's own parameter list, a name followed by `<`
@@ -31,54 +24,196 @@ function specializedAfter(mask: string, end: number): string[] {
   return out;
 }
 
-/** The words at namespace scope after `end` that are followed by `(` (declarations, macro calls), and `operator`, `using`. */
-function namespaceScopeWords(mask: string, end: number): string[] {
-  const found: string[] = [];
+/** Words of a declaration's head that name no entity of the program: keywords, CUDA's specifiers and attributes. */
+const NOT_A_NAME = new Set(
+  `alignas alignof asm auto bool char char8_t char16_t char32_t class const consteval constexpr constinit decltype double enum explicit export extern
+  final float friend inline int long mutable namespace noexcept operator override private protected public register restrict short signed sizeof static
+  static_assert struct template thread_local throw typedef typename union unsigned using virtual void volatile wchar_t __attribute__ __declspec
+  __global__ __device__ __host__ __constant__ __shared__ __managed__ __grid_constant__ __forceinline__ __noinline__ __inline__ __inline __restrict__
+  __restrict __launch_bounds__ __cluster_dims__ __maxnreg__ __align__ __builtin_align__ __extension__ __thread __cudart_builtin__ __volatile__ __asm__
+  __asm`.split(/\s+/),
+);
+
+/**
+ * What the declarations at namespace scope after `end` name in their heads (from where a declaration
+ * begins to its `{`, `;` or initializer `=`; template parameter lists, parenthesized groups and
+ * brackets left out, so a parameter's type or an attribute's argument is not one): the declared name
+ * (`struct Tag {…}`, `enum class E : int {…}`, `const int C::v = 2;`, `float g(W, int)`,
+ * `Box(float) -> Box<double>;`), the classes it qualifies or derives from, and the macros that spell
+ * one. The heads of `namespace` and `extern "C"` blocks name nothing; `operator` and `using` are
+ * words of their own.
+ */
+function declarationHeads(mask: string, end: number): { declared: string[]; words: string[] } {
+  const found = { declared: new Set<string>(), words: new Set<string>() };
   const scope: boolean[] = []; // per open brace: whether it is a namespace's or an extern "C" block's
   let head = end; // where the current declaration began
+  let headEnd = -1; // where an initializer `=` ended the current head, or -1
+  let depth = 0; // ( and [ opened in the current head
+  const take = (to: number) => {
+    if (!scope.every(Boolean)) return;
+    const h = mask.slice(head, headEnd >= 0 ? headEnd : to);
+    if (/^\s*(?:inline\s+)?namespace\b/.test(h) || /^\s*extern\s*$/.test(h)) return;
+    const d = declaredIn(h);
+    for (const w of d.declared) found.declared.add(w);
+    for (const w of d.words) found.words.add(w);
+  };
   for (let i = end; i < mask.length; i++) {
     const c = mask[i]!;
-    if (c === "{") {
+    if (c === "t" && mask.startsWith("template", i) && !/\w/.test(mask[i - 1] ?? " ")) {
+      // past the parameter list: a default argument's `=` or `{` is not the head's
+      const lt = /^template\s*</.exec(mask.slice(i, i + 64));
+      if (lt) {
+        let j = i + lt[0].length;
+        for (let d = 1; j < mask.length && d > 0; j++) d += mask[j] === "<" ? 1 : mask[j] === ">" ? -1 : 0;
+        i = j - 1;
+        continue;
+      }
+    }
+    if (c === "(" || c === "[") depth++;
+    else if ((c === ")" || c === "]") && depth > 0) depth--;
+    else if (c === "=" && depth === 0 && headEnd < 0 && mask[i + 1] !== "=" && !/[=!<>+\-*/%&|^]/.test(mask[i - 1] ?? "")) headEnd = i;
+    else if (c === "{" && (depth === 0 || headEnd >= 0)) {
       const h = mask.slice(head, i).trimEnd();
-      scope.push(/\bnamespace\b[\w\s:]*$/.test(h) || /\bextern$/.test(h));
+      const ns = /\bnamespace\b[\w\s:]*$/.test(h) || /\bextern$/.test(h);
+      take(i);
+      scope.push(ns);
       head = i + 1;
-    } else if (c === "}") {
+      headEnd = -1;
+      depth = 0;
+    } else if (c === "}" && (depth === 0 || headEnd >= 0)) {
       scope.pop();
       head = i + 1;
-    } else if (c === ";") head = i + 1;
-    else if (/[A-Za-z_]/.test(c) && !/\w/.test(mask[i - 1] ?? " ")) {
-      const id = /^[A-Za-z_]\w*/.exec(mask.slice(i, i + 256))![0];
-      const word = id === "operator" || id === "using" || (!NOT_DECLARED.has(id) && /^\s*\(/.test(mask.slice(i + id.length, i + id.length + 64)));
-      if (scope.every(Boolean) && word && !found.includes(id)) found.push(id);
-      i += id.length - 1;
+      headEnd = -1;
+      depth = 0;
+    } else if (c === ";" && (depth === 0 || headEnd >= 0)) {
+      take(i);
+      head = i + 1;
+      headEnd = -1;
+      depth = 0;
     }
   }
-  return found;
+  return { declared: [...found.declared], words: [...found.words] };
+}
+
+/**
+ * The names a declaration's head declares or qualifies (`h`: from where it begins to its `{`, `;` or
+ * initializer): the name after a class key (`struct Tag : Base`, `enum class E : int`), the
+ * declarator's name and the classes that qualify it (`const int C::v` → C, v; `float g(W, int)` → g;
+ * a deduction guide `Box(float) -> Box<double>` → Box; a specialization `struct Tr<T*>` → Tr),
+ * `operator` and `using` as words of their own (none for a host variable that is neither constant
+ * nor an array: device code cannot read it), and every other word of the head that is not a
+ * keyword (sliceHazard asks which of them are macros: a macro can spell any name).
+ */
+function declaredIn(head: string): { declared: string[]; words: string[] } {
+  let h = stripTemplateParameters(head);
+  // a host variable that is neither constant nor an array (`cudaDeviceProp deviceProp;`, llm.c's, declared extern in a
+  // header): device code cannot read it, nor see anything of it that its earlier declaration did not give
+  const hostVariable =
+    !/[([]/.test(h) && !/\b(?:struct|class|union|enum|typedef|operator|using|__device__|__constant__|__managed__|__shared__|const|constexpr|constinit)\b/.test(h);
+  for (let k = 0; k < 8 && /[()[\]]/.test(h); k++) h = h.replace(/\([^()]*\)|\[[^\[\]]*\]/g, " ");
+  const words = [...h.matchAll(/[A-Za-z_]\w*/g)].map((m) => m[0]).filter((w) => w === "operator" || w === "using" || !NOT_A_NAME.has(w));
+  const declared = new Set<string>();
+  if (hostVariable) return { declared: [], words };
+  for (const w of words) if (w === "operator" || w === "using") declared.add(w);
+  const key = /\b(?:struct|class|union|enum(?:\s+(?:class|struct))?)\s+(?:__align__\s*|alignas\s*|__attribute__\s*)*([A-Za-z_]\w*)/.exec(h);
+  if (key) declared.add(key[1]!);
+  // the declarator: the last name of the head before a trailing return type, its template arguments left out
+  let d = h.split("->")[0]!;
+  for (let k = 0; k < 8 && /<[^<>]*>/.test(d); k++) d = d.replace(/<[^<>]*>/g, " ");
+  const last = /((?:[A-Za-z_]\w*\s*::\s*)*)([A-Za-z_]\w*)[^A-Za-z_]*$/.exec(d);
+  if (last && !NOT_A_NAME.has(last[2]!)) {
+    declared.add(last[2]!);
+    for (const q of last[1]!.matchAll(/[A-Za-z_]\w*/g)) declared.add(q[0]);
+  }
+  return { declared: [...declared], words };
+}
+
+/** A declaration's head without its `template <…>` parameter lists (their names are the template's own). */
+function stripTemplateParameters(h: string): string {
+  let out = h;
+  for (let m = /\btemplate\s*</.exec(out); m; m = /\btemplate\s*</.exec(out)) {
+    let i = m.index + m[0].length;
+    for (let d = 1; i < out.length && d > 0; i++) d += out[i] === "<" ? 1 : out[i] === ">" ? -1 : 0;
+    out = out.slice(0, m.index) + " " + out.slice(i);
+  }
+  return out;
+}
+
+/** A project header as sliceHazard reads it: its path under src/, its text and its code (codeMask). */
+export interface SliceHeader {
+  rel: string;
+  text: string;
+  /** The text with comments, strings and preprocessor lines blanked (src/frontends/cuda/slice.ts codeMask). */
+  mask: string;
+}
+
+/** The project's headers under src/ (src/frontends/cuda/slice.ts projectHeaders); `incomplete`: some were not read. */
+export interface SliceContext {
+  headers: SliceHeader[];
+  incomplete?: boolean;
+}
+
+/** The `#include "…"` names of a text (the quoted form: the project's headers). */
+function quotedIncludes(text: string): string[] {
+  return [...text.matchAll(/^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"/gm)].map((m) => m[1]!);
+}
+
+/** The headers a quoted include name can be (its path under src/ ends with the name; `./` and `../` steps dropped). */
+function headersNamed(name: string, headers: SliceHeader[]): SliceHeader[] {
+  const n = name.replace(/^(?:\.\.?\/)+/, "");
+  return headers.filter((h) => h.rel === n || h.rel.endsWith(`/${n}`));
+}
+
+/** The headers `text` includes, and theirs, by quoted name (every header a name can be), with the names that are none. */
+function includeClosure(text: string, headers: SliceHeader[], seen = new Set<SliceHeader>()): { found: Set<SliceHeader>; unknown: string[] } {
+  const unknown: string[] = [];
+  const queue = [text];
+  while (queue.length) {
+    for (const name of quotedIncludes(queue.pop()!)) {
+      const hs = headersNamed(name, headers);
+      if (!hs.length) unknown.push(name);
+      for (const h of hs)
+        if (!seen.has(h)) {
+          seen.add(h);
+          queue.push(h.text);
+        }
+    }
+  }
+  return { found: seen, unknown };
 }
 
 /**
  * Why a prefix slice of `tuText` cut at `end` could compile another kernel than the whole TU, or
- * undefined. Anywhere: a `friend` (a template's instantiation can define one, and with it change
- * overload resolution elsewhere). After the cut: a specialization (explicit or partial, of a
- * class, function or variable template the text before names: the TU's instantiation sees it,
- * the slice's does not); the definition of a variable declared `extern` before; an operator or a
- * `using` at namespace scope; a call of a function-like macro the TU defines, at namespace scope
- * (what it declares is not read here); a declaration of a function the text before names (a
- * redeclaration's attributes merge into the entity: `__launch_bounds__`, `__noinline__`; an overload
- * a template's dependent call finds where the TU ends); and, where the text before the cut holds a
- * template, an `#include "…"`. Not seen: a template of a header
- * included before the cut calling, by ADL, a function that only the TU's text after the cut names
- * in another spelling, or that a system header (`<…>`) after it declares.
+ * undefined. Read: the TU, and the project's headers (`context`) that the TU includes before the
+ * cut (the code before) or only after it (code after the cut, like the TU's own tail).
+ * Anywhere in them: a `friend` (a template's instantiation can define one, and with it change
+ * overload resolution elsewhere). After the cut, at namespace scope: a declaration whose head
+ * declares or qualifies a name the code before names (a class or enum completed, `struct Tag {…}`
+ * where `Tag` was only declared: a trait sees it complete in the TU; a static member defined,
+ * `const int C::v = 2`; an overload a template's dependent call finds where the TU ends; a
+ * redeclaration whose attributes merge into the entity, `__launch_bounds__`, `__noinline__`; a
+ * specialization; a deduction guide); a word in a declaration's head that is a macro of the TU or
+ * a header (it can spell any name: `#define KN sax ## py`); an operator or a `using`; a call of one
+ * of the TU's function-like macros at namespace scope (what it declares is not read here); the
+ * definition of a variable declared `extern` before; and, where the code before holds a template,
+ * an `#include "…"` after the cut of a file that is not one of the project's headers (what it
+ * declares is not read). Not seen: what a system header (`<…>`) included after the cut declares.
  * Shapes: `mask` the TU's codeMask (comments, strings and preprocessor lines blanked), `end` an
- * offset into both.
+ * offset into both; `context` the project's headers under src/ (none: none read).
  */
-export function sliceHazard(tuText: string, mask: string, end: number): string | undefined {
+export function sliceHazard(tuText: string, mask: string, end: number, context: SliceContext = { headers: [] }): string | undefined {
   const before = mask.slice(0, end);
   const after = mask.slice(end);
-  const named = (n: string) => new RegExp(`\\b${n}\\b`).test(before);
+  if (context.incomplete) return "has more headers under src/ than kerncap reads to check a slice";
+  const early = includeClosure(tuText.slice(0, end), context.headers);
+  const late = includeClosure(tuText.slice(end), context.headers, new Set(early.found));
+  const lateOnly = [...late.found].filter((h) => !early.found.has(h));
+  const earlyMasks = [...early.found].map((h) => h.mask).join("\n");
+  const beforeNames = new Set((before + "\n" + earlyMasks).match(/[A-Za-z_]\w*/g) ?? []);
+  const named = (n: string) => beforeNames.has(n);
   // a friend defined by a template's instantiation changes what later overload resolution sees (stateful
   // metaprogramming): an instantiation after the kernel, or in another kernel's body the slice blanks (adversary 41)
-  if (/\bfriend\b/.test(mask))
+  if (/\bfriend\b/.test(mask) || [...late.found].some((h) => /\bfriend\b/.test(h.mask)))
     return "declares a friend (a template's instantiation can define one, after the kernel or in a kernel body the slice leaves out)";
   const special = specializedAfter(mask, end).find(named);
   if (special) return `specializes \`${special}\` after the kernel, which the code before it names`;
@@ -86,21 +221,48 @@ export function sliceHazard(tuText: string, mask: string, end: number): string |
   const external = [...before.matchAll(/(?:^|[;}])\s*extern\s+[^;{}"]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)?;/g)].map((x) => x[1]!);
   const defined = external.find((n) => new RegExp(`\\b${n}\\b`).test(after));
   if (defined) return `defines \`${defined}\` after the kernel, declared extern before it`;
-  const words = namespaceScopeWords(mask, end);
-  if (words.includes("operator")) return "declares an operator after the kernel";
-  if (words.includes("using")) return "has a using-declaration or directive after the kernel";
-  const macros = new Set([...tuText.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(/gm)].map((x) => x[1]!));
-  const called = words.find((w) => macros.has(w));
+  const defines = (t: string, fn: boolean) => [...t.matchAll(fn ? /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(/gm : /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((x) => x[1]!);
+  const called = namespaceScopeCalls(mask, end).find((w) => defines(tuText, true).includes(w));
   if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;
-  // a redeclaration of a function the code before names: attributes (__launch_bounds__ on the kernel, __noinline__ on
-  // a helper) merge into the one entity; with a template before, an overload its dependent calls find where the TU ends
-  const again = words.filter(named);
-  if (again.length)
-    return `declares ${again
-      .slice(0, 3)
-      .map((n) => `\`${n}\``)
-      .join(", ")} after the kernel, which the code before it names`;
-  if (/\btemplate\b/.test(before) && /^[ \t]*#[ \t]*include[ \t]*"/m.test(tuText.slice(end)))
-    return "includes a header after the kernel, where a template before it may find what it declares";
+  const macros = new Set([...defines(tuText, false), ...[...late.found].flatMap((h) => defines(h.text, false))]);
+  // the TU's own text after the cut, then each header only it includes (all of that header: it comes after the cut)
+  const tails = [{ where: "after the kernel", mask, end }, ...lateOnly.map((h) => ({ where: `in src/${h.rel}, included after the kernel`, mask: h.mask, end: 0 }))];
+  for (const t of tails) {
+    const heads = declarationHeads(t.mask, t.end);
+    if (heads.declared.includes("operator")) return `declares an operator ${t.where}`;
+    if (heads.declared.includes("using")) return `has a using-declaration or directive ${t.where}`;
+    const spelt = heads.words.find((w) => macros.has(w));
+    if (spelt) return `declares something ${t.where} through the macro \`${spelt}\` (a macro can spell any name)`;
+    const again = heads.declared.filter(named);
+    if (again.length)
+      return `declares ${again
+        .slice(0, 3)
+        .map((n) => `\`${n}\``)
+        .join(", ")} ${t.where}, which the code before it names`;
+  }
+  if (late.unknown.length && (/\btemplate\b/.test(before) || /\btemplate\b/.test(earlyMasks)))
+    return `includes "${late.unknown[0]}" after the kernel, which is not one of the project's headers under src/, where a template before it may find what it declares`;
   return undefined;
+}
+
+/** The words at namespace scope after `end` that are followed by `(` (a declaration's name, a macro's call). */
+function namespaceScopeCalls(mask: string, end: number): string[] {
+  const found: string[] = [];
+  let depth = 0; // braces that are not a namespace's or an extern "C" block's
+  const open: boolean[] = [];
+  for (let i = end; i < mask.length; i++) {
+    const c = mask[i]!;
+    if (c === "{") {
+      const ns = /(?:\bnamespace\b[\w\s:]*|\bextern\s*)$/.test(mask.slice(Math.max(end, i - 256), i).trimEnd());
+      open.push(ns);
+      if (!ns) depth++;
+    } else if (c === "}") {
+      if (open.pop() === false) depth--;
+    } else if (depth === 0 && /[A-Za-z_]/.test(c) && !/\w/.test(mask[i - 1] ?? " ")) {
+      const id = /^[A-Za-z_]\w*/.exec(mask.slice(i, i + 256))![0];
+      if (/^\s*\(/.test(mask.slice(i + id.length, i + id.length + 64)) && !found.includes(id)) found.push(id);
+      i += id.length - 1;
+    }
+  }
+  return found;
 }

@@ -32,15 +32,15 @@
  * compiles the slice made anew from the TU in its private copy, and an eval candidate carrying
  * another is refused (./slice-confined.ts).
  */
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, isAbsolute, relative, resolve } from "node:path";
+import { existsSync, lstatSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../../errors.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
-import { sliceHazard } from "./slice-lookup.ts";
+import { sliceHazard, type SliceContext } from "./slice-lookup.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -349,6 +349,8 @@ export function planSliceMeta(
   cutInclude: string | undefined,
 ): { meta?: SliceMeta; reason?: string } {
   const slice = sliceFileFor(tuRel);
+  // its name is pasted into the slice's __BASE_FILE__ (build.sh), which nvcc passes through a shell
+  if (!/^[A-Za-z0-9._+/-]+$/.test(tuRel)) return { reason: `the TU's path (${tuRel}) holds characters other than letters, digits and ._+/-` };
   const template = names.templateArgs !== undefined;
   if (template && !writableName(names.qualified)) return { reason: `its template arguments name types that cannot be written in source (${names.qualified})` };
   const odrUse = template ? names.qualified : undefined;
@@ -357,9 +359,12 @@ export function planSliceMeta(
   return { meta: { kind: "prefix", tu: tuRel, slice, base: names.base, odrUse, definitionName, ...(definitionIsTu ? {} : { cutInclude }) } };
 }
 
-/** The slice text for the TU's current text, or why it cannot be made. */
-export function sliceText(meta: SliceMeta, tuText: string): SliceText {
-  const made = sliceBody(meta, tuText);
+/**
+ * The slice text for the TU's current text, or why it cannot be made. `context`: the project's
+ * headers (projectHeaders), which the prefix kind's hazards read (./slice-lookup.ts sliceHazard).
+ */
+export function sliceText(meta: SliceMeta, tuText: string, context?: SliceContext): SliceText {
+  const made = sliceBody(meta, tuText, context);
   if (!made.ok) return made;
   return { ok: true, text: `// kerncap slice of src/${meta.tu} sha256=${sha256Text(tuText)} body=${sha256Text(made.text)}\n${made.text}` };
 }
@@ -376,7 +381,7 @@ export function sliceEditedByHand(text: string): boolean {
 }
 
 /** The slice's text after its first line (sliceText adds that line with both hashes). */
-function sliceBody(meta: SliceMeta, tuText: string): SliceText {
+function sliceBody(meta: SliceMeta, tuText: string, context: SliceContext | undefined): SliceText {
   const head: string[] = [];
   const odr = meta.odrUse
     ? ["", `// taking its address makes nvcc instantiate and emit exactly the captured kernel`, `void* kerncap_captured_kernel = (void*)&${meta.odrUse};`]
@@ -424,7 +429,7 @@ function sliceBody(meta: SliceMeta, tuText: string): SliceText {
   }
   // what comes after the cut and could change the kernel the TU compiles (a template's dependent call is looked up
   // again where the TU ends; a specialization after its use): no slice, the whole TU (adversaries 39, 40)
-  const hazard = sliceHazard(tuText, mask, end);
+  const hazard = sliceHazard(tuText, mask, end, context);
   if (hazard) return { ok: false, reason: `src/${meta.tu} ${hazard}: a slice cut at the kernel could compile another kernel than the TU` };
   // a kernel that the captured one launches (dynamic parallelism) keeps its body
   const ownBodies = defs.filter((d) => d.name === meta.base).map((d) => mask.slice(d.open, d.close));
@@ -468,7 +473,7 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
   if (old && head && (head.includes(`sha256=${want} `) || head.includes(`sha256=${want}\n`))) {
     // build.sh compiles it as it is; stamps recomputed over another text are said (an edit by hand that keeps them is said by build.sh)
     const text = old.toString("utf8");
-    const problem = sliceEditedByHand(text) ? undefined : sliceProblem(meta, text, tuText);
+    const problem = sliceEditedByHand(text) ? undefined : sliceProblem(meta, text, tuText, projectHeaders(dir, meta));
     if (problem)
       log.warn(
         `${problem}: build.sh compiles it as it is (a confined build, and an eval candidate's, compiles the slice kerncap makes from the TU); delete it and validate makes it again from src/${meta.tu}`,
@@ -483,13 +488,49 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
         hint: `Keep one of the two edits: carry the slice's edit over to src/${meta.tu}${meta.definitionName !== meta.tu ? ` (or to the kernel's definition file, ${meta.definitionName})` : ""} and delete src/${meta.slice} (the next validate makes it again), or undo the change of src/${meta.tu}.`,
       },
     );
-  const s = sliceText(meta, tuText);
+  const s = sliceText(meta, tuText, projectHeaders(dir, meta));
   if (!s.ok) {
     if (old) writeInCapture(dir, slicePath, notMadeText(meta, s.reason));
     return { action: "removed", reason: s.reason };
   }
   writeInCapture(dir, slicePath, s.text);
   return { action: "remade" };
+}
+
+/** The most bytes of headers projectHeaders reads (past it, the rest is not read and no prefix slice is made: see there). */
+const HEADERS_MAX_BYTES = 64 << 20;
+
+/**
+ * The project's headers under `dir`'s src/ as a prefix slice's hazards read them (SliceContext):
+ * every regular file there but the TU and the slices, through the capture path rule (no link
+ * followed; a link or a FIFO is not read). Headers past HEADERS_MAX_BYTES in all make it
+ * `incomplete` (so no prefix slice: what was not read could change the kernel).
+ */
+export function projectHeaders(dir: string, meta: Pick<SliceMeta, "tu">): SliceContext {
+  const headers: SliceContext["headers"] = [];
+  let bytes = 0;
+  let names: string[] = [];
+  try {
+    names = readdirSync(join(dir, "src"), { recursive: true, encoding: "utf8" }).sort();
+  } catch {
+    return { headers };
+  }
+  for (const rel of names) {
+    if (rel === meta.tu || isSliceFile(rel)) continue;
+    let b: Buffer | undefined;
+    try {
+      if (!lstatSync(join(dir, "src", rel)).isFile()) continue;
+      b = readInCapture(dir, `src/${rel}`, HEADERS_MAX_BYTES);
+    } catch {
+      continue; // a link, a FIFO, another user's file: build.sh's own rules say what it reads
+    }
+    if (!b) continue;
+    bytes += b.length;
+    if (bytes > HEADERS_MAX_BYTES) return { headers, incomplete: true };
+    const text = b.toString("utf8");
+    headers.push({ rel, text, mask: codeMask(text) });
+  }
+  return { headers };
 }
 
 /** The slice file kerncap leaves where a TU cannot be sliced: a first line whose sha256= names no TU (build.sh then compiles the whole TU), and why. */
@@ -504,7 +545,7 @@ export function notMadeText(meta: SliceMeta, reason: string): string {
  * text. A slice kerncap made from another text of the TU (stale: the build makes it again, as
  * validate does) and the "not made" slice are not problems.
  */
-export function sliceProblem(meta: SliceMeta, slice: string, tuText: string | undefined): string | undefined {
+export function sliceProblem(meta: SliceMeta, slice: string, tuText: string | undefined, context?: SliceContext): string | undefined {
   const nl = slice.indexOf("\n");
   const first = nl < 0 ? slice : slice.slice(0, nl);
   const head = `// kerncap slice of src/${meta.tu} sha256=`;
@@ -512,7 +553,7 @@ export function sliceProblem(meta: SliceMeta, slice: string, tuText: string | un
   if (stamp === undefined) return `src/${meta.slice} does not start with the line kerncap writes (// kerncap slice of src/${meta.tu} sha256=…)`;
   if (sliceEditedByHand(slice)) return `src/${meta.slice} was edited by hand (its text is not the one the body= on its first line names)`;
   if (tuText === undefined || stamp !== sha256Text(tuText)) return undefined;
-  const made = sliceText(meta, tuText);
+  const made = sliceText(meta, tuText, context);
   if (!made.ok) return `src/${meta.slice} is stamped as made from src/${meta.tu}, which kerncap cannot slice (${made.reason})`;
   const body = (t: string) => t.slice(t.indexOf("\n") + 1);
   return body(made.text) === body(slice) ? undefined : `src/${meta.slice} is stamped as made from src/${meta.tu} but is not what kerncap makes from it`;
