@@ -194,8 +194,9 @@ function includeClosure(text: string, headers: SliceHeader[], seen = new Set<Sli
  * redeclaration whose attributes merge into the entity, `__launch_bounds__`, `__noinline__`; a
  * specialization; a deduction guide); a word in a declaration's head that is a macro of the TU or
  * a header (it can spell any name: `#define KN sax ## py`); an operator or a `using`; a call of one
- * of the TU's function-like macros at namespace scope (what it declares is not read here); the
- * definition of a variable declared `extern` before; and, where the code before holds a template,
+ * of the TU's function-like macros at namespace scope (what it declares is not read here; a
+ * variable declared `extern` before and defined after is a declaration of a name before too: the
+ * slice's would be zero, adversary 41); and, where the code before holds a template,
  * an `#include "…"` after the cut of a file that is not one of the project's headers (what it
  * declares is not read). Not seen: what a system header (`<…>`) included after the cut declares.
  * Shapes: `mask` the TU's codeMask (comments, strings and preprocessor lines blanked), `end` an
@@ -203,7 +204,6 @@ function includeClosure(text: string, headers: SliceHeader[], seen = new Set<Sli
  */
 export function sliceHazard(tuText: string, mask: string, end: number, context: SliceContext = { headers: [] }): string | undefined {
   const before = mask.slice(0, end);
-  const after = mask.slice(end);
   if (context.incomplete) return "has more headers under src/ than kerncap reads to check a slice";
   const early = includeClosure(tuText.slice(0, end), context.headers);
   const late = includeClosure(tuText.slice(end), context.headers, new Set(early.found));
@@ -217,10 +217,6 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
     return "declares a friend (a template's instantiation can define one, after the kernel or in a kernel body the slice leaves out)";
   const special = specializedAfter(mask, end).find(named);
   if (special) return `specializes \`${special}\` after the kernel, which the code before it names`;
-  // a variable declared extern before and defined after: the slice's is zero-initialized (adversary 41: g = 5.0f lost)
-  const external = [...before.matchAll(/(?:^|[;}])\s*extern\s+[^;{}"]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)?;/g)].map((x) => x[1]!);
-  const defined = external.find((n) => new RegExp(`\\b${n}\\b`).test(after));
-  if (defined) return `defines \`${defined}\` after the kernel, declared extern before it`;
   const defines = (t: string, fn: boolean) => [...t.matchAll(fn ? /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(/gm : /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((x) => x[1]!);
   const called = namespaceScopeCalls(mask, end).find((w) => defines(tuText, true).includes(w));
   if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;

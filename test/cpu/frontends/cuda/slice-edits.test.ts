@@ -129,11 +129,24 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     const tu = before + after;
     return sliceHazard(tu, codeMask(tu), before.length);
   };
+  test("a project header included only after the kernel is read as the kernel's tail; one included before as the code before it", async () => {
+    const { sliceHazard } = await import("../../../../src/frontends/cuda/slice-lookup.ts");
+    const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
+    const header = (rel: string, text: string) => ({ rel, text, mask: codeMask(text) });
+    const before = '#include "lib/early.cuh"\n__global__ void k(float* p) { p[0] = helper(ns::Tag{}); }\n';
+    const early = header("lib/early.cuh", "namespace ns { struct Tag {}; }\ntemplate <class T> __device__ float helper(T t) { return pick(t, 0); }\n__device__ float pick(ns::Tag, long) { return 1; }\n");
+    const tu = `${before}#include "lib/late.cuh"\nint main() { return 0; }\n`;
+    const at = (late: string) => sliceHazard(tu, codeMask(tu), before.length, { headers: [early, header("lib/late.cuh", late)] });
+    expect(at("namespace ns { __device__ float pick(Tag, int) { return 7; } }\n")).toContain("declares `pick` in src/lib/late.cuh, included after the kernel");
+    expect(at("__global__ void other(float* p) { p[1] = 2; }\nvoid launch_other(float* p);\n")).toBeUndefined();
+    expect(sliceHazard(tu, codeMask(tu), before.length, { headers: [early] })).toContain('includes "lib/late.cuh" after the kernel');
+  });
+
   test("each construct that can change the kernel the TU compiles is named; what cannot is not", async () => {
     expect(await hazard("template <> struct Tr<ns::Tag> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
     expect(await hazard("template <class U> struct Tr<U*> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
     expect(await hazard("template <> constexpr float kv<ns::Tag> = 7.0f;\n")).toContain("specializes `kv`");
-    expect(await hazard('#include "late.cuh"\n')).toContain("includes a header after the kernel");
+    expect(await hazard('#include "late.cuh"\n')).toContain('includes "late.cuh" after the kernel, which is not one of the project\'s headers');
     expect(await hazard("MAKE(pi, ck)\n")).toContain("calls the macro `MAKE`");
     expect(await hazard("namespace ns { __device__ float helper(Tag) { return 7.0f; } }\n")).toContain("declares `helper`");
     expect(await hazard("namespace ns { using ::helper; }\n")).toContain("using");
@@ -147,13 +160,26 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
       ),
     ).toContain("friend");
     expect(await hazard("__device__ float g = 5.0f;\n", "extern __device__ float g;\n__global__ void k(float* p) { p[0] = g; }\n")).toContain(
-      "defines `g` after the kernel, declared extern before it",
+      "declares `g` after the kernel, which the code before it names",
     );
     expect(await hazard("__global__ void __launch_bounds__(32, 1) k(float* p);\n", "__global__ void k(float* p) { p[0] = 1; }\n")).toContain("declares `k`");
     expect(
       await hazard("__device__ __noinline__ float f(float);\n", "__device__ float f(float x) { return x; }\n__global__ void k(float* p) { p[0] = f(p[1]); }\n"),
     ).toContain("declares `f`");
     expect(await hazard("void launch(float* p) { k<<<1, 1>>>(p); }\n", "extern int verbose;\n__global__ void k(float* p) { p[0] = 1; }\n")).toBeUndefined();
+    // adversary 42: a class or an enum completed after the kernel (a trait sees it complete in the TU), a static member
+    // defined, a derived class completed, a deduction guide, names spelt through a macro
+    const declared = (k: string) => `${k}\n__global__ void k(float* p) { p[0] = f<Tag>(1); }\n`;
+    expect(await hazard("struct Tag { int z; };\n", declared("struct Tag;"))).toContain("declares `Tag` after the kernel");
+    expect(await hazard("struct Tag : Base { int z; };\n", declared("struct Base {};\nstruct Tag;"))).toContain("`Tag`");
+    expect(await hazard("enum class Tag : int { big = 1 };\n", declared("enum class Tag : int;"))).toContain("declares `Tag`");
+    expect(await hazard("const int Tag::v = 2;\n", declared("struct Tag { static const int v; };"))).toContain("`Tag`");
+    expect(await hazard("Tag(float) -> Tag<double>;\n", declared("template <class T> struct Tag { T v; };"))).toContain("declares `Tag`");
+    expect(await hazard("#define KN k\n__global__ void __launch_bounds__(32) KN(float* p);\n", declared(""))).toContain("through the macro `KN`");
+    expect(await hazard("#define TRX Tr\ntemplate <class T> struct TRX<T*> { static constexpr float v = 2.0f; };\n")).toContain("`TRX`");
+    // a host variable declared extern before (llm.c's `cudaDeviceProp deviceProp;`): device code cannot read it
+    expect(await hazard("cudaDeviceProp deviceProp;\n", "extern cudaDeviceProp deviceProp;\n__global__ void k(float* p) { p[0] = 1; }\n")).toBeUndefined();
+    expect(await hazard("int table[4];\n", "extern int table[];\n__global__ void k(float* p) { p[0] = 1; }\n")).toContain("`table`");
     // nothing the kernel before can see: another template kernel, host code, a system header's include without templates before
     expect(
       await hazard("template <int N> __global__ void other(float* p) { p[N] = 0; }\nvoid launch(float* p) { k<<<1, 1>>>(p); }\nint main() { return 0; }\n"),

@@ -1,0 +1,91 @@
+/**
+ * A CUDA slice compiles the kernel its whole TU compiles (adversary 42: edits that a cut at the
+ * kernel judged as another kernel). The table of ./slice-edits.test.ts names each construct after
+ * the kernel that keeps a TU from being sliced; here, with a real nvcc: an edit that reads
+ * `__BASE_FILE__` or `__FILE__` (the slice is another file) builds, through the capture's build.sh,
+ * the same machine code from the slice as from the whole TU; a class completed after the kernel
+ * makes no slice; and the fast build's plan follows build.sh from the slice to the whole TU when
+ * an edit leaves no slice (it compiled the "not made" slice, a file with no kernel, before).
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeDemo } from "../../../../src/capture/demo.ts";
+import { kernelCodeSha256 } from "../../../../src/codeobj/kernel-code.ts";
+import { planFor } from "../../../../src/frontends/cuda/fast-plan.ts";
+import { findNvcc } from "../../../../src/frontends/cuda/nvcc.ts";
+import { notMadeText, refreshSlice, sliceMetaOf } from "../../../../src/frontends/cuda/slice.ts";
+import { tempDir } from "../../fixtures.ts";
+
+const NVCC = (() => {
+  try {
+    return findNvcc();
+  } catch {
+    return undefined;
+  }
+})();
+
+const HEAD = `#include <cuda_runtime.h>
+struct Vec { float *data; int n; };
+struct Saxpy { float a; Vec x, y; };
+`;
+const KERNEL = (scale: string) => `__global__ void saxpy(const Saxpy *p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p->y.n) p->y.data[i] = ${scale} * p->x.data[i] + p->y.data[i];
+}
+`;
+// a: the slice's own name ends in slice.cu, the TU's does not; b: the slice's presumed name is short
+const BASE_FILE = `${HEAD}__host__ __device__ constexpr bool ends_slice(const char* s, int n) { return n > 9 && s[n - 9] == 's' && s[n - 8] == 'l'; }
+__device__ float sc(float a) { return ends_slice(__BASE_FILE__, sizeof(__BASE_FILE__)) ? a : 2.0f * a; }
+__device__ float sf(float a) { return sizeof(__FILE__) < 20 ? a : 3.0f * a; }
+${KERNEL("sf(sc(p->a))")}int main() { return 0; }
+`;
+
+function capture() {
+  const { dir, manifest } = writeDemo(join(tempDir(), "cap"), false);
+  const meta = sliceMetaOf(manifest)!;
+  return { dir, manifest, meta, tu: join(dir, "src", meta.tu), slice: join(dir, "src", meta.slice) };
+}
+
+function build(dir: string, out: string): void {
+  const p = Bun.spawnSync(["bash", join(dir, "build.sh"), out], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+  if (p.exitCode !== 0) throw new Error(`build.sh: ${p.stderr.toString()}`);
+}
+
+describe.skipIf(!NVCC)("the slice compiles the whole TU's kernel", () => {
+  test("an edit reading __BASE_FILE__ and __FILE__: the slice's machine code is the whole TU's", () => {
+    const c = capture();
+    writeFileSync(c.tu, BASE_FILE);
+    expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
+    build(c.dir, join(c.dir, "build", "slice.cubin"));
+    expect(readFileSync(join(c.dir, "build", "slice-build.log"), "utf8")).not.toContain("redefined"); // its warning is not the user's
+    writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
+    build(c.dir, join(c.dir, "build", "whole.cubin"));
+    const sliced = kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest);
+    expect(sliced).toMatch(/^[0-9a-f]{64}$/);
+    expect(sliced).toBe(kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest));
+  });
+
+  test("a class only declared before the kernel and completed after it: no slice, and the fast build's plan compiles the whole TU", async () => {
+    const c = capture();
+    const work = join(c.dir, "build", "pruned");
+    mkdirSync(work, { recursive: true });
+    const env = { ...process.env } as Record<string, string | undefined>;
+    expect((await planFor(c.dir, work, env)).source).toContain(c.meta.slice);
+    const text = `${HEAD}#include <type_traits>
+struct Tag;
+template <class T, class = void> struct is_complete : std::false_type {};
+template <class T> struct is_complete<T, std::void_t<decltype(sizeof(T))>> : std::true_type {};
+template <class T> __device__ float scale_of(float a) { if constexpr (is_complete<T>::value) return 2.0f * a; else return a; }
+${KERNEL("scale_of<Tag>(p->a)")}struct Tag { int z; };
+int main() { return 0; }
+`;
+    writeFileSync(c.tu, text);
+    const r = refreshSlice(c.dir, c.meta);
+    expect(r.action).toBe("removed");
+    expect(r.reason).toContain("declares `Tag` after the kernel, which the code before it names");
+    const plan = await planFor(c.dir, work, env);
+    expect(plan.source).not.toContain(c.meta.slice);
+    expect(plan.source).toContain(c.meta.tu);
+  });
+});
