@@ -43,7 +43,7 @@ const NOT_A_NAME = new Set(
  * one. The heads of `namespace` and `extern "C"` blocks name nothing; `operator` and `using` are
  * words of their own.
  */
-function declarationHeads(mask: string, end: number): { declared: string[]; words: string[] } {
+function declarationHeads(mask: string, end: number, stop = mask.length): { declared: string[]; words: string[] } {
   const found = { declared: new Set<string>(), words: new Set<string>() };
   const scope: boolean[] = []; // per open brace: whether it is a namespace's or an extern "C" block's
   let head = end; // where the current declaration began
@@ -57,7 +57,7 @@ function declarationHeads(mask: string, end: number): { declared: string[]; word
     for (const w of d.declared) found.declared.add(w);
     for (const w of d.words) found.words.add(w);
   };
-  for (let i = end; i < mask.length; i++) {
+  for (let i = end; i < stop; i++) {
     const c = mask[i]!;
     if (c === "t" && mask.startsWith("template", i) && !/\w/.test(mask[i - 1] ?? " ")) {
       // past the parameter list: a default argument's `=` or `{` is not the head's
@@ -261,4 +261,23 @@ function namespaceScopeCalls(mask: string, end: number): string[] {
     }
   }
   return found;
+}
+
+/**
+ * Whether another kernel's body before the cut must stay in the slice (not blanked): the text
+ * between its end (`close`, the offset past its `}`) and the cut (`end`) includes a file, or
+ * declares, at namespace scope, a name the text up to the body's end names, through a macro too,
+ * or an operator or a `using`. A body left out moves the point where the templates it uses are
+ * first instantiated to the captured kernel's, past those declarations (a class it instantiates
+ * with a type completed in between would see it complete in the slice and incomplete in the TU).
+ * Shapes: `tuText` and `mask` (codeMask) the TU's, offsets into both.
+ */
+export function bodyStays(tuText: string, mask: string, close: number, end: number): boolean {
+  if (/^[ \t]*#[ \t]*include\b/m.test(tuText.slice(close, end))) return true;
+  const heads = declarationHeads(mask, close, end);
+  if (heads.declared.includes("operator") || heads.declared.includes("using")) return true;
+  const macros = new Set([...tuText.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((x) => x[1]!));
+  if (heads.words.some((w) => macros.has(w))) return true;
+  const names = new Set(mask.slice(0, close).match(/[A-Za-z_]\w*/g) ?? []);
+  return heads.declared.some((n) => names.has(n));
 }

@@ -40,7 +40,7 @@ import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
-import { sliceHazard, type SliceContext } from "./slice-lookup.ts";
+import { bodyStays, sliceHazard, type SliceContext } from "./slice-lookup.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -434,7 +434,8 @@ function sliceBody(meta: SliceMeta, tuText: string, context: SliceContext | unde
   // a kernel that the captured one launches (dynamic parallelism) keeps its body
   const ownBodies = defs.filter((d) => d.name === meta.base).map((d) => mask.slice(d.open, d.close));
   const launched = (name: string) => ownBodies.some((b) => new RegExp(`\\b${name}\\b`).test(b));
-  const others = defs.filter((d) => d.name !== meta.base && d.close < end && !launched(d.name));
+  // a body whose templates' first instantiation could differ at the kernel's point stays (./slice-lookup.ts bodyStays)
+  const others = defs.filter((d) => d.name !== meta.base && d.close < end && !launched(d.name) && !bodyStays(tuText, mask, d.close + 1, end));
   const prefix = blankBodies(tuText.slice(0, end), others);
   const close = closers(tuText.slice(0, end), mask.slice(0, end));
   return {

@@ -88,4 +88,27 @@ int main() { return 0; }
     expect(plan.source).not.toContain(c.meta.slice);
     expect(plan.source).toContain(c.meta.tu);
   });
+
+  test("another kernel before it instantiates a trait of a class completed in between: its body stays, the slice's kernel is the TU's", () => {
+    const c = capture();
+    const text = `${HEAD}#include <type_traits>
+struct Tag;
+template <class T, class = void> struct is_complete : std::false_type {};
+template <class T> struct is_complete<T, std::void_t<decltype(sizeof(T))>> : std::true_type {};
+__global__ void first(float* p) { p[0] = is_complete<Tag>::value ? 2.0f : 1.0f; }
+struct Tag { int z; };
+${KERNEL("(is_complete<Tag>::value ? 2.0f : 1.0f) * p->a")}int main() { return 0; }
+`;
+    writeFileSync(c.tu, text);
+    expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
+    expect(readFileSync(c.slice, "utf8")).toContain("p[0] = is_complete<Tag>::value ? 2.0f : 1.0f;"); // the first kernel's body stays
+    build(c.dir, join(c.dir, "build", "slice.cubin"));
+    writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
+    build(c.dir, join(c.dir, "build", "whole.cubin"));
+    expect(kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest)).toBe(kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest));
+    // with nothing declared between them, the other kernel's body is left out as before
+    writeFileSync(c.tu, text.replace("struct Tag { int z; };\n", "").replace("__global__ void first", "struct Tag { int z; };\n__global__ void first"));
+    expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
+    expect(readFileSync(c.slice, "utf8")).not.toContain("p[0] = is_complete<Tag>::value");
+  });
 });
