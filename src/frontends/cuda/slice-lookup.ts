@@ -109,7 +109,8 @@ function declaredIn(head: string): { declared: string[]; words: string[] } {
   // a host variable that is neither constant nor an array (`cudaDeviceProp deviceProp;`, llm.c's, declared extern in a
   // header): device code cannot read it, nor see anything of it that its earlier declaration did not give
   const hostVariable =
-    !/[([]/.test(h) && !/\b(?:struct|class|union|enum|typedef|operator|using|__device__|__constant__|__managed__|__shared__|const|constexpr|constinit)\b/.test(h);
+    !/[([]/.test(h) &&
+    !/\b(?:struct|class|union|enum|typedef|operator|using|__device__|__constant__|__managed__|__shared__|const|constexpr|constinit)\b/.test(h);
   for (let k = 0; k < 8 && /[()[\]]/.test(h); k++) h = h.replace(/\([^()]*\)|\[[^\[\]]*\]/g, " ");
   const words = [...h.matchAll(/[A-Za-z_]\w*/g)].map((m) => m[0]).filter((w) => w === "operator" || w === "using" || !NOT_A_NAME.has(w));
   const declared = new Set<string>();
@@ -217,12 +218,16 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
     return "declares a friend (a template's instantiation can define one, after the kernel or in a kernel body the slice leaves out)";
   const special = specializedAfter(mask, end).find(named);
   if (special) return `specializes \`${special}\` after the kernel, which the code before it names`;
-  const defines = (t: string, fn: boolean) => [...t.matchAll(fn ? /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(/gm : /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((x) => x[1]!);
+  const defines = (t: string, fn: boolean) =>
+    [...t.matchAll(fn ? /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(/gm : /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((x) => x[1]!);
   const called = namespaceScopeCalls(mask, end).find((w) => defines(tuText, true).includes(w));
   if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;
   const macros = new Set([...defines(tuText, false), ...[...late.found].flatMap((h) => defines(h.text, false))]);
   // the TU's own text after the cut, then each header only it includes (all of that header: it comes after the cut)
-  const tails = [{ where: "after the kernel", mask, end }, ...lateOnly.map((h) => ({ where: `in src/${h.rel}, included after the kernel`, mask: h.mask, end: 0 }))];
+  const tails = [
+    { where: "after the kernel", mask, end },
+    ...lateOnly.map((h) => ({ where: `in src/${h.rel}, included after the kernel`, mask: h.mask, end: 0 })),
+  ];
   for (const t of tails) {
     const heads = declarationHeads(t.mask, t.end);
     if (heads.declared.includes("operator")) return `declares an operator ${t.where}`;

@@ -134,7 +134,10 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
     const header = (rel: string, text: string) => ({ rel, text, mask: codeMask(text) });
     const before = '#include "lib/early.cuh"\n__global__ void k(float* p) { p[0] = helper(ns::Tag{}); }\n';
-    const early = header("lib/early.cuh", "namespace ns { struct Tag {}; }\ntemplate <class T> __device__ float helper(T t) { return pick(t, 0); }\n__device__ float pick(ns::Tag, long) { return 1; }\n");
+    const early = header(
+      "lib/early.cuh",
+      "namespace ns { struct Tag {}; }\ntemplate <class T> __device__ float helper(T t) { return pick(t, 0); }\n__device__ float pick(ns::Tag, long) { return 1; }\n",
+    );
     const tu = `${before}#include "lib/late.cuh"\nint main() { return 0; }\n`;
     const at = (late: string) => sliceHazard(tu, codeMask(tu), before.length, { headers: [early, header("lib/late.cuh", late)] });
     expect(at("namespace ns { __device__ float pick(Tag, int) { return 7; } }\n")).toContain("declares `pick` in src/lib/late.cuh, included after the kernel");
