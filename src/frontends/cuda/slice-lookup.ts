@@ -286,3 +286,108 @@ export function bodyStays(tuText: string, mask: string, close: number, end: numb
   const names = new Set(mask.slice(0, close).match(/[A-Za-z_]\w*/g) ?? []);
   return heads.declared.some((n) => names.has(n));
 }
+
+/** The macros `#define`d in `text`: name → parameters (undefined: object-like) and replacement (continuation lines joined). */
+function macroTable(text: string, into = new Map<string, { params?: string[]; body: string }>()): Map<string, { params?: string[]; body: string }> {
+  const joined = text.replace(/\\\r?\n/g, " ");
+  for (const m of joined.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(([^)]*)\))?(.*)$/gm))
+    into.set(m[1]!, {
+      params:
+        m[2] === undefined
+          ? undefined
+          : m[3]!
+              .split(",")
+              .map((p) => p.trim())
+              .filter(Boolean),
+      body: m[4]!.trim(),
+    });
+  return into;
+}
+
+/**
+ * The TU's code with its macros expanded, as far as kerncap reads them: a function-like macro's call
+ * (balanced parentheses) or an object-like macro's name replaced by its replacement, the
+ * parameters by the arguments, up to `rounds` times; undefined where a replacement stringizes or
+ * pastes (`#`, `##`) or a variadic one is called: what it makes is not read here.
+ */
+function expandMacros(code: string, macros: Map<string, { params?: string[]; body: string }>, rounds = 6): string | undefined {
+  let text = code;
+  for (let r = 0; r < rounds; r++) {
+    let changed = false;
+    let out = "";
+    let i = 0;
+    for (const m of text.matchAll(/[A-Za-z_]\w*/g)) {
+      const def = macros.get(m[0]);
+      if (!def || m.index! < i) continue;
+      if (/#/.test(def.body) || def.params?.some((p) => p.includes("..."))) return undefined;
+      if (def.params === undefined) {
+        out += text.slice(i, m.index) + ` ${def.body} `;
+        i = m.index! + m[0].length;
+        changed = true;
+        continue;
+      }
+      const open = /^\s*\(/.exec(text.slice(m.index! + m[0].length));
+      if (!open) continue;
+      let j = m.index! + m[0].length + open[0].length;
+      const args: string[] = [];
+      let depth = 1,
+        start = j;
+      for (; j < text.length && depth > 0; j++) {
+        const c = text[j]!;
+        if (c === "(") depth++;
+        else if (c === ")") depth--;
+        if ((c === "," && depth === 1) || depth === 0) {
+          args.push(text.slice(start, j).trim());
+          start = j + 1;
+        }
+      }
+      if (depth > 0) return undefined;
+      let body = def.body;
+      def.params.forEach((p, k) => (body = body.replace(new RegExp(`\\b${p}\\b`, "g"), args[k] ?? "")));
+      out += text.slice(i, m.index) + ` ${body} `;
+      i = j;
+      changed = true;
+    }
+    text = out + text.slice(i);
+    if (!changed) return text;
+  }
+  return /[A-Za-z_]\w*/.test(text) && [...text.matchAll(/[A-Za-z_]\w*/g)].some((m) => macros.has(m[0])) ? undefined : text;
+}
+
+/**
+ * Why an instantiation slice (the TU's preprocessor lines, then an odr-use of the captured kernel
+ * template's instantiation: ./slice.ts) could compile another kernel than the whole TU, or
+ * undefined. The slice leaves the TU's own code out, so that code must add nothing the kernel
+ * could see: with its macros expanded (those of the TU and of the project headers it includes,
+ * `context`), it may hold explicit instantiations (`template void f<T>(…);`, `extern template …`,
+ * as ggml's `DECL_MMQ_CASE(…)` expands to) and declarations of names no header it includes names,
+ * nothing else; no `#include` may follow it (the slice instantiates the kernel after every
+ * include, the TU where its code stands); a `friend` in the TU or those headers, or a macro kerncap
+ * cannot expand, makes no slice.
+ */
+export function instantiationHazard(tuText: string, mask: string, context: SliceContext = { headers: [] }): string | undefined {
+  if (context.incomplete) return "has more headers under src/ than kerncap reads to check a slice";
+  const code = mask.replace(/\s+/g, " ").trim();
+  if (!code) return undefined;
+  const headers = [...includeClosure(tuText, context.headers).found];
+  if (/\bfriend\b/.test(mask) || headers.some((h) => /\bfriend\b/.test(h.mask))) return "declares a friend (a template's instantiation can define one)";
+  const firstCode = mask.search(/\S/);
+  if (/^[ \t]*#[ \t]*include\b/m.test(tuText.slice(firstCode))) return "includes a file after its own code, which the slice instantiates the kernel after";
+  const macros = macroTable(tuText);
+  for (const h of headers) macroTable(h.text, macros);
+  const expanded = expandMacros(mask, macros);
+  if (expanded === undefined) return "has code whose macros kerncap does not expand (a variadic one, or one that stringizes or pastes)";
+  // explicit instantiations name what they instantiate: they declare nothing new
+  const declarations = expanded.replace(/(?:^|(?<=[;}]))\s*(?:extern\s+)?template\s+(?!<)[^;{}]*;/g, " ");
+  const named = new Set(headers.flatMap((h) => h.mask.match(/[A-Za-z_]\w*/g) ?? []));
+  const heads = declarationHeads(declarations, 0);
+  if (heads.declared.includes("operator")) return "declares an operator in its own code";
+  if (heads.declared.includes("using")) return "has a using-declaration or directive in its own code";
+  const again = heads.declared.filter((n) => named.has(n));
+  if (again.length)
+    return `declares ${again
+      .slice(0, 3)
+      .map((n) => `\`${n}\``)
+      .join(", ")} in its own code, which a header it includes names`;
+  return undefined;
+}

@@ -40,7 +40,7 @@ import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
-import { bodyStays, sliceHazard, type SliceContext } from "./slice-lookup.ts";
+import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -387,6 +387,9 @@ function sliceBody(meta: SliceMeta, tuText: string, context: SliceContext | unde
     ? ["", `// taking its address makes nvcc instantiate and emit exactly the captured kernel`, `void* kerncap_captured_kernel = (void*)&${meta.odrUse};`]
     : [];
   if (meta.kind === "instantiation") {
+    // the TU's own code is left out: it must add nothing the kernel can see (./slice-lookup.ts instantiationHazard)
+    const hazard = instantiationHazard(tuText, codeMask(tuText), context);
+    if (hazard) return { ok: false, reason: `src/${meta.tu} ${hazard}: a slice of the one instantiation could compile another kernel than the TU` };
     const lines = tuText.split("\n");
     const keep: string[] = [];
     for (let i = 0; i < lines.length; i++) {

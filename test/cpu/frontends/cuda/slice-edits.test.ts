@@ -195,3 +195,31 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     ).toBeUndefined();
   });
 });
+
+describe("an instantiation slice leaves the TU's own code out only where that code adds nothing the kernel sees", () => {
+  test("explicit instantiations through a header's macro (ggml's DECL_MMQ_CASE) slice; a specialization, an overload, a completed class, an unexpandable macro, a late include do not", async () => {
+    const { instantiationHazard } = await import("../../../../src/frontends/cuda/slice-lookup.ts");
+    const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
+    const text = `#pragma once
+struct Tag;
+template <class T> struct Tr { static constexpr float v = 1.0f; };
+template <class T> __device__ float pick(T, long) { return 1; }
+template <int N> __global__ void kern(float* p) { p[N] = Tr<int>::v * pick(N, 0); }
+template <int N> void launch(float* p) { kern<N><<<1, 1>>>(p); }
+#define DECL_CASE(n) template void launch<n>(float* p)
+`;
+    const header = { rel: "lib/kern.cuh", text, mask: codeMask(text) };
+    const at = (code: string) => {
+      const tu = `#include "../lib/kern.cuh"\n${code}`;
+      return instantiationHazard(tu, codeMask(tu), { headers: [header] });
+    };
+    expect(at("DECL_CASE(3);\nDECL_CASE(4);\n")).toBeUndefined();
+    expect(at("extern template void launch<5>(float* p);\nint main() { return 0; }\n")).toBeUndefined();
+    expect(at("template <> struct Tr<int> { static constexpr float v = 7.0f; };\n")).toContain("declares `Tr`");
+    expect(at("__device__ float pick(int, int) { return 7; }\n")).toContain("declares `pick`");
+    expect(at("struct Tag { int z; };\n")).toContain("declares `Tag`");
+    expect(at("#define PASTE(a, b) a##b\nPASTE(pi, ck)(int, int);\n")).toContain("macros kerncap does not expand");
+    expect(at('DECL_CASE(3);\n#include "late.cuh"\n')).toContain("includes a file after its own code");
+    expect(at("template <int N> struct setter { friend constexpr int get(int) { return N; } };\n")).toContain("friend");
+  });
+});
