@@ -4,7 +4,9 @@
  *
  * Two kinds (SliceMeta.kind):
  * - "instantiation" (a kernel template defined in a header): the TU's preprocessor lines, then an
- *   odr-use `&qualified<args>` that makes nvcc instantiate and emit exactly that kernel.
+ *   odr-use `&qualified<args>` that makes nvcc instantiate and emit exactly that kernel. Made only
+ *   where the TU's own code, which it leaves out, adds nothing the kernel can see
+ *   (./slice-lookup.ts instantiationHazard).
  * - "prefix" (a non-template kernel, or a template defined in the TU itself): the TU's text up to
  *   and including the kernel's definition (when the TU defines it) or the `#include` that brings
  *   the definition file in (when a header does), with the bodies of the other `__global__`
@@ -13,12 +15,16 @@
  *   Why a prefix: C++ needs every name declared before its use, so nothing after the definition
  *   can be needed by a non-template kernel (a `__device__` function only declared before it and
  *   defined after it is the exception: that slice does not build and build.sh falls back). A
- *   template's dependent call is looked up again where the TU ends, and a specialization after a
- *   template's use changes what it instantiates: a TU with such text after the kernel is not
- *   sliced (./slice-lookup.ts sliceHazard), lest the slice compile another kernel than the TU. Why
- *   blank the other kernels: a non-template `__global__` is always emitted, so every kernel left
- *   in the text costs front-end, NVVM and ptxas time. Kernels inside included headers stay (the
- *   headers are the editable copies under src/ and are compiled as they are).
+ *   template's dependent call is looked up again where the TU ends, a specialization after a
+ *   template's use changes what it instantiates, a class completed after it changes a trait: a TU
+ *   whose text after the kernel (or a project header only that text includes) declares a name the
+ *   code before names is not sliced (./slice-lookup.ts sliceHazard), lest the slice compile another
+ *   kernel than the TU. Why blank the other kernels: a non-template `__global__` is always
+ *   emitted, so every kernel left in the text costs front-end, NVVM and ptxas time; a body stays
+ *   where the text after it declares what it names (bodyStays: the templates it instantiates
+ *   first would be instantiated later in the slice). Kernels inside included headers stay (the
+ *   headers are the editable copies under src/ and are compiled as they are). The slice's
+ *   `__FILE__` (its `#line`) and `__BASE_FILE__` (build.sh's -D) are the TU's.
  *
  * The slice is made from the TU copy under src/ and carries that text's SHA-256 on its first
  * line (`// kerncap slice of src/<tu> sha256=<hex> body=<hex>`: body is the SHA-256 of the lines
