@@ -37,13 +37,16 @@ mkdir -p "$(dirname "$out")"
 rm -f "$out"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 # __FILE__ and __BASE_FILE__ read src/… whatever folder this is (-fmacro-prefix-map), in the whole TU
-# and in the slice alike (the slice names itself after the TU: its #line, and its __BASE_FILE__ below)
+# and in the slice alike (the slice names itself after the TU: its #line, and its __BASE_FILE__ below);
+# nvcc pastes the option into a shell unquoted: only for a folder with a plain path
+prefixmap=""
+case "$here" in *[!A-Za-z0-9._+/-]*) ;; *) prefixmap="-Xcompiler=-fmacro-prefix-map=$here/=" ;; esac
 compile() { # compile SOURCE OUTPUT [NVCC WORD…]
   local source="$1" output="$2"
   shift 2
   # shellcheck disable=SC2086
   "$nvcc" -cubin -arch=sm_90 -x cu \
-    -O3 -std=c++17 -I"$here/src" ${EXTRA_FLAGS:-} "-Xcompiler=-fmacro-prefix-map=$here/=" "$@" \
+    -O3 -std=c++17 -I"$here/src" ${EXTRA_FLAGS:-} ${prefixmap:+"$prefixmap"} "$@" \
     "$source" -o "$output" >&2
 }
 cubin="$out"
@@ -67,6 +70,9 @@ elif [ -n "$edited" ]; then
   src="$slice"
 elif [ -f "$failed" ] && [ "$(cat "$failed")" = "$have" ]; then
   echo "kerncap: the slice did not build for this text of src/saxpy.cu: compiling the whole TU" >&2
+elif [ -z "$prefixmap" ]; then
+  # its __FILE__ would read src/…, the whole TU's this folder's path: an edit could tell the two apart
+  echo "kerncap: this folder's path holds characters other than letters, digits and ._+/-: compiling the whole TU" >&2
 else
   src="$slice"
 fi

@@ -154,33 +154,48 @@ export interface SliceContext {
   incomplete?: boolean;
 }
 
-/** The `#include "…"` names of a text (the quoted form: the project's headers). */
-function quotedIncludes(text: string): string[] {
-  return [...text.matchAll(/^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"/gm)].map((m) => m[1]!);
+/** The names a text `#include`s (`"…"` and `<…>`), and whether one is computed (`#include NAME`: a macro's). */
+function includesOf(text: string): { names: string[]; computed: boolean } {
+  const names: string[] = [];
+  let computed = false;
+  for (const m of text.matchAll(/^[ \t]*#[ \t]*include(?:_next)?\b[ \t]*(.*)$/gm)) {
+    const q = /^(?:"([^"\n]+)"|<([^>\n]+)>)/.exec(m[1]!);
+    if (q) names.push((q[1] ?? q[2])!);
+    else computed = true;
+  }
+  return { names, computed };
 }
 
-/** The headers a quoted include name can be (its path under src/ ends with the name; `./` and `../` steps dropped). */
+/** The headers under src/ an include name can be: its path, `.` and `..` steps resolved, is the header's or ends one (`"late.cuh"` is every `…/late.cuh`). */
 function headersNamed(name: string, headers: SliceHeader[]): SliceHeader[] {
-  const n = name.replace(/^(?:\.\.?\/)+/, "");
-  return headers.filter((h) => h.rel === n || h.rel.endsWith(`/${n}`));
+  const parts: string[] = [];
+  for (const p of name.split("/"))
+    if (p === "..") parts.pop();
+    else if (p && p !== ".") parts.push(p);
+  const n = parts.join("/");
+  return n ? headers.filter((h) => h.rel === n || h.rel.endsWith(`/${n}`)) : [];
 }
 
-/** The headers `text` includes, and theirs, by quoted name (every header a name can be), with the names that are none. */
-function includeClosure(text: string, headers: SliceHeader[], seen = new Set<SliceHeader>()): { found: Set<SliceHeader>; unknown: string[] } {
-  const unknown: string[] = [];
+/**
+ * The headers under src/ that `text` includes, and theirs (every header a name can be: a system
+ * header of the same name as one under src/ counts as that one), and whether an include among
+ * them is computed. A name that is no header under src/ is a system header or one outside the
+ * project (not read: outside src/, a confined build cannot read it either).
+ */
+function includeClosure(text: string, headers: SliceHeader[], seen = new Set<SliceHeader>()): { found: Set<SliceHeader>; computed: boolean } {
+  let computed = false;
   const queue = [text];
   while (queue.length) {
-    for (const name of quotedIncludes(queue.pop()!)) {
-      const hs = headersNamed(name, headers);
-      if (!hs.length) unknown.push(name);
-      for (const h of hs)
+    const inc = includesOf(queue.pop()!);
+    computed ||= inc.computed;
+    for (const name of inc.names)
+      for (const h of headersNamed(name, headers))
         if (!seen.has(h)) {
           seen.add(h);
           queue.push(h.text);
         }
-    }
   }
-  return { found: seen, unknown };
+  return { found: seen, computed };
 }
 
 /**
@@ -197,9 +212,9 @@ function includeClosure(text: string, headers: SliceHeader[], seen = new Set<Sli
  * a header (it can spell any name: `#define KN sax ## py`); an operator or a `using`; a call of one
  * of the TU's function-like macros at namespace scope (what it declares is not read here; a
  * variable declared `extern` before and defined after is a declaration of a name before too: the
- * slice's would be zero, adversary 41); and, where the code before holds a template,
- * an `#include "…"` after the cut of a file that is not one of the project's headers (what it
- * declares is not read). Not seen: what a system header (`<…>`) included after the cut declares.
+ * slice's would be zero, adversary 41); an `#include` of a name a macro gives. Not seen: what a
+ * header outside src/ (a system header, or one outside the project) included after the cut
+ * declares.
  * Shapes: `mask` the TU's codeMask (comments, strings and preprocessor lines blanked), `end` an
  * offset into both; `context` the project's headers under src/ (none: none read).
  */
@@ -208,6 +223,7 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
   if (context.incomplete) return "has more headers under src/ than kerncap reads to check a slice";
   const early = includeClosure(tuText.slice(0, end), context.headers);
   const late = includeClosure(tuText.slice(end), context.headers, new Set(early.found));
+  if (late.computed) return "includes a file named by a macro after the kernel (what it declares is not read here)";
   const lateOnly = [...late.found].filter((h) => !early.found.has(h));
   const earlyMasks = [...early.found].map((h) => h.mask).join("\n");
   const beforeNames = new Set((before + "\n" + earlyMasks).match(/[A-Za-z_]\w*/g) ?? []);
@@ -241,8 +257,6 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
         .map((n) => `\`${n}\``)
         .join(", ")} ${t.where}, which the code before it names`;
   }
-  if (late.unknown.length && (/\btemplate\b/.test(before) || /\btemplate\b/.test(earlyMasks)))
-    return `includes "${late.unknown[0]}" after the kernel, which is not one of the project's headers under src/, where a template before it may find what it declares`;
   return undefined;
 }
 
@@ -371,6 +385,7 @@ export function instantiationHazard(tuText: string, mask: string, context: Slice
   if (!code) return undefined;
   const headers = [...includeClosure(tuText, context.headers).found];
   if (/\bfriend\b/.test(mask) || headers.some((h) => /\bfriend\b/.test(h.mask))) return "declares a friend (a template's instantiation can define one)";
+  if (includeClosure(tuText, context.headers).computed) return "includes a file named by a macro (what it declares is not read here)";
   const firstCode = mask.search(/\S/);
   if (/^[ \t]*#[ \t]*include\b/m.test(tuText.slice(firstCode))) return "includes a file after its own code, which the slice instantiates the kernel after";
   const macros = macroTable(tuText);

@@ -142,14 +142,21 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     const at = (late: string) => sliceHazard(tu, codeMask(tu), before.length, { headers: [early, header("lib/late.cuh", late)] });
     expect(at("namespace ns { __device__ float pick(Tag, int) { return 7; } }\n")).toContain("declares `pick` in src/lib/late.cuh, included after the kernel");
     expect(at("__global__ void other(float* p) { p[1] = 2; }\nvoid launch_other(float* p);\n")).toBeUndefined();
-    expect(sliceHazard(tu, codeMask(tu), before.length, { headers: [early] })).toContain('includes "lib/late.cuh" after the kernel');
+    // the late header however it is named: <…> through -I, a path with .. in it
+    const overload = header("lib/late.cuh", "namespace ns { __device__ float pick(Tag, int) { return 7; } }\n");
+    for (const inc of ["<late.cuh>", '"lib/x/../late.cuh"']) {
+      const t = `${before}#include ${inc}\nint main() { return 0; }\n`;
+      expect(sliceHazard(t, codeMask(t), before.length, { headers: [early, overload] })).toContain("declares `pick` in src/lib/late.cuh");
+    }
+    // a header outside src/ (a system header) is not read: the whole TU would cost every slice of a TU that includes one late
+    expect(sliceHazard(tu, codeMask(tu), before.length, { headers: [early] })).toBeUndefined();
   });
 
   test("each construct that can change the kernel the TU compiles is named; what cannot is not", async () => {
     expect(await hazard("template <> struct Tr<ns::Tag> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
     expect(await hazard("template <class U> struct Tr<U*> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
     expect(await hazard("template <> constexpr float kv<ns::Tag> = 7.0f;\n")).toContain("specializes `kv`");
-    expect(await hazard('#include "late.cuh"\n')).toContain('includes "late.cuh" after the kernel, which is not one of the project\'s headers');
+    expect(await hazard('#define LATE "late.cuh"\n#include LATE\n')).toContain("includes a file named by a macro after the kernel");
     expect(await hazard("MAKE(pi, ck)\n")).toContain("calls the macro `MAKE`");
     expect(await hazard("namespace ns { __device__ float helper(Tag) { return 7.0f; } }\n")).toContain("declares `helper`");
     expect(await hazard("namespace ns { using ::helper; }\n")).toContain("using");
