@@ -47,6 +47,8 @@ export interface StagedBuild {
   dir: string;
   /** The digest of the files copied (for a received capture, the one the gate approved). */
   digest: string;
+  /** Whether the trust gate approved these files (a received capture's build): what kerncap generates under src/ is then made anew. */
+  received: boolean;
   /** `text` with the private folder's path read as the capture folder's (the build's messages, the module it printed). */
   unstage(text: string): string;
   /**
@@ -136,6 +138,7 @@ export function stageTrustedBuild(dirArg: string, frontend = ""): StagedBuild | 
     folder,
     dir: real,
     digest: runs.digest,
+    received: ok !== undefined,
     unstage: (text) => text.split(folder).join(real),
     collect: () => collectBuild(join(folder, "build"), real),
     dispose: () => rmSync(folder, { recursive: true, force: true }),

@@ -322,6 +322,9 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   if (o.extraFlags?.length) env.EXTRA_FLAGS = [env.EXTRA_FLAGS, ...o.extraFlags].filter(Boolean).join(" ");
   const out0 = o.out === undefined ? undefined : resolve(dir, o.out);
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
+  // a received capture's generated sources (CUDA's slice) are the sender's: made anew from its sources, as a confined
+  // build's are (adversary 43: a slice stamped as the TU's, holding another kernel, compiled under --trust of build.sh)
+  if (staged.received && !o.confine) remakeGeneratedSources(staged.folder, readManifest(dir));
   if (o.confine) {
     requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
     // what kerncap generates under src/ (CUDA's slice) made anew in the private copy from its sources: a generated file

@@ -7,6 +7,10 @@
  * defined after the kernel: the TU computed 7·a·x+y, the slice a·x+y).
  */
 
+import { expandMacros, holdsDirective, includeClosure, macroTable, type MacroTable, type SliceHeader } from "./slice-directives.ts";
+
+export type { SliceHeader } from "./slice-directives.ts";
+
 /**
  * The names that a `template` declaration after `end` specializes: in the declaration's head (to
  * its `{`, `;` or `=`), past the template's own parameter list, a name followed by `<`
@@ -43,8 +47,16 @@ const NOT_A_NAME = new Set(
  * one. The heads of `namespace` and `extern "C"` blocks name nothing; `operator` and `using` are
  * words of their own.
  */
-function declarationHeads(mask: string, end: number, stop = mask.length): { declared: string[]; words: string[] } {
-  const found = { declared: new Set<string>(), words: new Set<string>() };
+/** What the declarations of a stretch of code name in their heads (declarationHeads). */
+interface DeclarationHeads {
+  declared: string[];
+  words: string[];
+  /** Reserved names (`__X`, `_X`) called in a head that are not CUDA's or the compiler's words: a system header's macro (`__CONCAT`). */
+  reservedCalls: string[];
+}
+
+function declarationHeads(mask: string, end: number, stop = mask.length): DeclarationHeads {
+  const found = { declared: new Set<string>(), words: new Set<string>(), reservedCalls: new Set<string>() };
   const scope: boolean[] = []; // per open brace: whether it is a namespace's or an extern "C" block's
   let head = end; // where the current declaration began
   let headEnd = -1; // where an initializer `=` ended the current head, or -1
@@ -56,6 +68,7 @@ function declarationHeads(mask: string, end: number, stop = mask.length): { decl
     const d = declaredIn(h);
     for (const w of d.declared) found.declared.add(w);
     for (const w of d.words) found.words.add(w);
+    for (const m of h.matchAll(/\b(_[_A-Z]\w*)\s*\(/g)) if (!NOT_A_NAME.has(m[1]!)) found.reservedCalls.add(m[1]!);
   };
   for (let i = end; i < stop; i++) {
     const c = mask[i]!;
@@ -92,7 +105,7 @@ function declarationHeads(mask: string, end: number, stop = mask.length): { decl
       depth = 0;
     }
   }
-  return { declared: [...found.declared], words: [...found.words] };
+  return { declared: [...found.declared], words: [...found.words], reservedCalls: [...found.reservedCalls] };
 }
 
 /**
@@ -101,7 +114,7 @@ function declarationHeads(mask: string, end: number, stop = mask.length): { decl
  * declarator's name and the classes that qualify it (`const int C::v` → C, v; `float g(W, int)` → g;
  * a deduction guide `Box(float) -> Box<double>` → Box; a specialization `struct Tr<T*>` → Tr),
  * `operator` and `using` as words of their own (none for a host variable that is neither constant
- * nor an array: device code cannot read it), and every other word of the head that is not a
+ * nor an array, nor for a host function: device code cannot use them), and every other word of the head that is not a
  * keyword (sliceHazard asks which of them are macros: a macro can spell any name).
  */
 function declaredIn(head: string): { declared: string[]; words: string[] } {
@@ -111,10 +124,16 @@ function declaredIn(head: string): { declared: string[]; words: string[] } {
   const hostVariable =
     !/[([]/.test(h) &&
     !/\b(?:struct|class|union|enum|typedef|operator|using|__device__|__constant__|__managed__|__shared__|const|constexpr|constinit)\b/.test(h);
+  // a host function (no __device__, __global__, __host__, constexpr or deduced type): device code cannot call it
+  const hostFunction =
+    /\(/.test(h) &&
+    !/->/.test(h) &&
+    !/\b(?:struct|class|union|enum|typedef|operator|using|__device__|__global__|__host__|constexpr|consteval|auto|decltype)\b/.test(h) &&
+    !/\)\s*\(/.test(h);
   for (let k = 0; k < 8 && /[()[\]]/.test(h); k++) h = h.replace(/\([^()]*\)|\[[^\[\]]*\]/g, " ");
   const words = [...h.matchAll(/[A-Za-z_]\w*/g)].map((m) => m[0]).filter((w) => w === "operator" || w === "using" || !NOT_A_NAME.has(w));
   const declared = new Set<string>();
-  if (hostVariable) return { declared: [], words };
+  if (hostVariable || hostFunction) return { declared: [], words };
   for (const w of words) if (w === "operator" || w === "using") declared.add(w);
   const key = /\b(?:struct|class|union|enum(?:\s+(?:class|struct))?)\s+(?:__align__\s*|alignas\s*|__attribute__\s*)*([A-Za-z_]\w*)/.exec(h);
   if (key) declared.add(key[1]!);
@@ -140,81 +159,68 @@ function stripTemplateParameters(h: string): string {
   return out;
 }
 
-/** A project header as sliceHazard reads it: its path under src/, its text and its code (codeMask). */
-export interface SliceHeader {
-  rel: string;
-  text: string;
-  /** The text with comments, strings and preprocessor lines blanked (src/frontends/cuda/slice.ts codeMask). */
-  mask: string;
-}
-
 /** The project's headers under src/ (src/frontends/cuda/slice.ts projectHeaders); `incomplete`: some were not read. */
 export interface SliceContext {
   headers: SliceHeader[];
   incomplete?: boolean;
+  /**
+   * The toolchain's and the system's headers (src/frontends/cuda/slice.ts systemHeaders): whether an
+   * include name outside src/ is one (it exists in their include folders), and the names it
+   * includes; absent: every such name is taken for one, including nothing. A name that is neither
+   * was not found by the compile (under an #if not taken, as llm.c's `#include "llmc/cudnn_att.h"`
+   * without ENABLE_CUDNN) or lies outside the project root.
+   */
+  system?: { has(name: string): boolean; includes(name: string): string[] };
 }
 
-/** The names a text `#include`s (`"…"` and `<…>`), and whether one is computed (`#include NAME`: a macro's). */
-function includesOf(text: string): { names: string[]; computed: boolean } {
-  const names: string[] = [];
-  let computed = false;
-  for (const m of text.matchAll(/^[ \t]*#[ \t]*include(?:_next)?\b[ \t]*(.*)$/gm)) {
-    const q = /^(?:"([^"\n]+)"|<([^>\n]+)>)/.exec(m[1]!);
-    if (q) names.push((q[1] ?? q[2])!);
-    else computed = true;
-  }
-  return { names, computed };
-}
-
-/** The headers under src/ an include name can be: its path, `.` and `..` steps resolved, is the header's or ends one (`"late.cuh"` is every `…/late.cuh`). */
-function headersNamed(name: string, headers: SliceHeader[]): SliceHeader[] {
-  const parts: string[] = [];
-  for (const p of name.split("/"))
-    if (p === "..") parts.pop();
-    else if (p && p !== ".") parts.push(p);
-  const n = parts.join("/");
-  return n ? headers.filter((h) => h.rel === n || h.rel.endsWith(`/${n}`)) : [];
-}
-
-/**
- * The headers under src/ that `text` includes, and theirs (every header a name can be: a system
- * header of the same name as one under src/ counts as that one), and whether an include among
- * them is computed. A name that is no header under src/ is a system header or one outside the
- * project (not read: outside src/, a confined build cannot read it either).
- */
-function includeClosure(text: string, headers: SliceHeader[], seen = new Set<SliceHeader>()): { found: Set<SliceHeader>; computed: boolean } {
-  let computed = false;
-  const queue = [text];
+/** The system headers `names` are and include, followed through their own includes (over every #if: what they could include). */
+function systemClosure(names: Iterable<string>, system: NonNullable<SliceContext["system"]>): Set<string> {
+  const seen = new Set<string>();
+  const queue = [...names].filter((n) => system.has(n));
   while (queue.length) {
-    const inc = includesOf(queue.pop()!);
-    computed ||= inc.computed;
-    for (const name of inc.names)
-      for (const h of headersNamed(name, headers))
-        if (!seen.has(h)) {
-          seen.add(h);
-          queue.push(h.text);
-        }
+    const n = queue.pop()!;
+    if (seen.has(n)) continue;
+    seen.add(n);
+    for (const m of system.includes(n)) if (!seen.has(m) && system.has(m)) queue.push(m);
   }
-  return { found: seen, computed };
+  return seen;
+}
+
+/** A hazard in a list of declaration heads (declarationHeads), `where` they are, or undefined. */
+function headHazard(heads: DeclarationHeads, where: string, named: (n: string) => boolean, macros: MacroTable): string | undefined {
+  if (heads.declared.includes("operator")) return `declares an operator ${where}`;
+  if (heads.declared.includes("using")) return `has a using-declaration or directive ${where}`;
+  const spelt = heads.words.find((w) => macros.has(w)) ?? heads.reservedCalls[0];
+  if (spelt) return `declares something ${where} through the macro \`${spelt}\` (a macro can spell any name)`;
+  const again = heads.declared.filter(named);
+  if (again.length)
+    return `declares ${again
+      .slice(0, 3)
+      .map((n) => `\`${n}\``)
+      .join(", ")} ${where}, which the code before it names`;
+  return undefined;
 }
 
 /**
  * Why a prefix slice of `tuText` cut at `end` could compile another kernel than the whole TU, or
  * undefined. Read: the TU, and the project's headers (`context`) that the TU includes before the
- * cut (the code before) or only after it (code after the cut, like the TU's own tail).
+ * cut (the code before) or after it (code after the cut, like the TU's own tail: a header entered
+ * before is entered again only where it has no include guard).
  * Anywhere in them: a `friend` (a template's instantiation can define one, and with it change
  * overload resolution elsewhere). After the cut, at namespace scope: a declaration whose head
  * declares or qualifies a name the code before names (a class or enum completed, `struct Tag {…}`
  * where `Tag` was only declared: a trait sees it complete in the TU; a static member defined,
  * `const int C::v = 2`; an overload a template's dependent call finds where the TU ends; a
  * redeclaration whose attributes merge into the entity, `__launch_bounds__`, `__noinline__`; a
- * specialization; a deduction guide); a word in a declaration's head that is a macro of the TU or
- * a header (it can spell any name: `#define KN sax ## py`); an operator or a `using`; a call of one
- * of the TU's function-like macros at namespace scope (what it declares is not read here; a
- * variable declared `extern` before and defined after is a declaration of a name before too: the
- * slice's would be zero, adversary 41); an `#include` of a name a macro gives. Not seen: what a
- * header outside src/ (a system header, or one outside the project) included after the cut
- * declares.
+ * specialization; a deduction guide; a device, constant or array variable declared `extern`
+ * before, adversary 41); a word in a declaration's head that is a macro of the TU or a header, or a
+ * reserved name called there (`__CONCAT(se, l)`: a system header's macro), which can spell any
+ * name; an operator or a `using`; a call of one of the TU's function-like macros at namespace
+ * scope; an `#include` named by a macro; and, where the code before holds a template, an include
+ * after the cut of a system header (or one outside the project) that the code before does not
+ * include (what it declares is not read: `<cuComplex.h>`'s `cuCabsf(float2)`, adversary 43).
+ * Host functions and host variables (neither constant nor arrays) declare nothing device code can
+ * use; not seen: a host overload a device template's call would pick (nvcc then fails the TU).
  * Shapes: `mask` the TU's codeMask (comments, strings and preprocessor lines blanked), `end` an
  * offset into both; `context` the project's headers under src/ (none: none read).
  */
@@ -222,41 +228,35 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
   const before = mask.slice(0, end);
   if (context.incomplete) return "has more headers under src/ than kerncap reads to check a slice";
   const early = includeClosure(tuText.slice(0, end), context.headers);
-  const late = includeClosure(tuText.slice(end), context.headers, new Set(early.found));
-  if (late.computed) return "includes a file named by a macro after the kernel (what it declares is not read here)";
-  const lateOnly = [...late.found].filter((h) => !early.found.has(h));
+  const late = includeClosure(tuText.slice(end), context.headers, early.found);
+  if (early.computed || late.computed) return "includes a file named by a macro (what it declares is not read here)";
   const earlyMasks = [...early.found].map((h) => h.mask).join("\n");
   const beforeNames = new Set((before + "\n" + earlyMasks).match(/[A-Za-z_]\w*/g) ?? []);
   const named = (n: string) => beforeNames.has(n);
   // a friend defined by a template's instantiation changes what later overload resolution sees (stateful
   // metaprogramming): an instantiation after the kernel, or in another kernel's body the slice blanks (adversary 41)
-  if (/\bfriend\b/.test(mask) || [...late.found].some((h) => /\bfriend\b/.test(h.mask)))
+  if (/\bfriend\b/.test(mask) || [...early.found, ...late.found].some((h) => /\bfriend\b/.test(h.mask)))
     return "declares a friend (a template's instantiation can define one, after the kernel or in a kernel body the slice leaves out)";
   const special = specializedAfter(mask, end).find(named);
   if (special) return `specializes \`${special}\` after the kernel, which the code before it names`;
-  const defines = (t: string, fn: boolean) =>
-    [...t.matchAll(fn ? /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(/gm : /^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((x) => x[1]!);
-  const called = namespaceScopeCalls(mask, end).find((w) => defines(tuText, true).includes(w));
+  const tuMacros = macroTable(tuText);
+  const called = namespaceScopeCalls(mask, end).find((w) => tuMacros.get(w)?.params !== undefined);
   if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;
-  const macros = new Set([...defines(tuText, false), ...[...late.found].flatMap((h) => defines(h.text, false))]);
-  // the TU's own text after the cut, then each header only it includes (all of that header: it comes after the cut)
+  const macros = macroTable(tuText);
+  for (const h of [...early.found, ...late.found]) macroTable(h.text, macros);
+  // the TU's own text after the cut, then each header it includes there (all of that header: it comes after the cut)
   const tails = [
     { where: "after the kernel", mask, end },
-    ...lateOnly.map((h) => ({ where: `in src/${h.rel}, included after the kernel`, mask: h.mask, end: 0 })),
+    ...[...late.found].map((h) => ({ where: `in src/${h.rel}, included after the kernel`, mask: h.mask, end: 0 })),
   ];
   for (const t of tails) {
-    const heads = declarationHeads(t.mask, t.end);
-    if (heads.declared.includes("operator")) return `declares an operator ${t.where}`;
-    if (heads.declared.includes("using")) return `has a using-declaration or directive ${t.where}`;
-    const spelt = heads.words.find((w) => macros.has(w));
-    if (spelt) return `declares something ${t.where} through the macro \`${spelt}\` (a macro can spell any name)`;
-    const again = heads.declared.filter(named);
-    if (again.length)
-      return `declares ${again
-        .slice(0, 3)
-        .map((n) => `\`${n}\``)
-        .join(", ")} ${t.where}, which the code before it names`;
+    const hazard = headHazard(declarationHeads(t.mask, t.end), t.where, named, macros);
+    if (hazard) return hazard;
   }
+  const known = context.system ? systemClosure(early.outside, context.system) : early.outside;
+  const system = [...late.outside].filter((n) => !known.has(n) && (context.system?.has(n) ?? true));
+  if (system.length && (/\btemplate\b/.test(before) || /\btemplate\b/.test(earlyMasks)))
+    return `includes <${system[0]}> after the kernel, which the code before it does not (what it declares is not read here; a template before it may find it)`;
   return undefined;
 }
 
@@ -283,126 +283,80 @@ function namespaceScopeCalls(mask: string, end: number): string[] {
 }
 
 /**
- * Whether another kernel's body before the cut must stay in the slice (not blanked): the text
- * between its end (`close`, the offset past its `}`) and the cut (`end`) includes a file, or
- * declares, at namespace scope, a name the text up to the body's end names, through a macro too,
- * or an operator or a `using`. A body left out moves the point where the templates it uses are
- * first instantiated to the captured kernel's, past those declarations (a class it instantiates
- * with a type completed in between would see it complete in the slice and incomplete in the TU).
- * Shapes: `tuText` and `mask` (codeMask) the TU's, offsets into both.
+ * Whether another kernel's body before the cut must stay in the slice (not blanked): the body
+ * holds a preprocessor directive or `__COUNTER__` (left out, its `#define`, `#undef`, `#include`,
+ * `#pragma pop_macro` would be lost, its counter values too: adversary 43), or the text between
+ * its end (`close`, the offset past its `}`) and the cut (`end`) includes a file, or declares, at
+ * namespace scope, a name the text up to the body's end names, through a macro too, or an operator
+ * or a `using`. A body left out moves the point where the templates it uses are first instantiated
+ * to the captured kernel's, past those declarations (a class it instantiates with a type completed
+ * in between would see it complete in the slice and incomplete in the TU).
+ * Shapes: `tuText` and `mask` (codeMask) the TU's, offsets into both; `open` the body's `{`.
  */
-export function bodyStays(tuText: string, mask: string, close: number, end: number): boolean {
-  if (/^[ \t]*#[ \t]*include\b/m.test(tuText.slice(close, end))) return true;
-  const heads = declarationHeads(mask, close, end);
-  if (heads.declared.includes("operator") || heads.declared.includes("using")) return true;
-  const macros = new Set([...tuText.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((x) => x[1]!));
-  if (heads.words.some((w) => macros.has(w))) return true;
+export function bodyStays(tuText: string, mask: string, open: number, close: number, end: number): boolean {
+  if (holdsDirective(tuText.slice(open, close))) return true;
+  if (includeClosure(tuText.slice(close, end), []).outside.size || includeClosure(tuText.slice(close, end), []).computed) return true;
+  const macros = macroTable(tuText);
   const names = new Set(mask.slice(0, close).match(/[A-Za-z_]\w*/g) ?? []);
-  return heads.declared.some((n) => names.has(n));
-}
-
-/** The macros `#define`d in `text`: name → parameters (undefined: object-like) and replacement (continuation lines joined). */
-function macroTable(text: string, into = new Map<string, { params?: string[]; body: string }>()): Map<string, { params?: string[]; body: string }> {
-  const joined = text.replace(/\\\r?\n/g, " ");
-  for (const m of joined.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(([^)]*)\))?(.*)$/gm))
-    into.set(m[1]!, {
-      params:
-        m[2] === undefined
-          ? undefined
-          : m[3]!
-              .split(",")
-              .map((p) => p.trim())
-              .filter(Boolean),
-      body: m[4]!.trim(),
-    });
-  return into;
+  return headHazard(declarationHeads(mask, close, end), "", (n) => names.has(n), macros) !== undefined;
 }
 
 /**
- * The TU's code with its macros expanded, as far as kerncap reads them: a function-like macro's call
- * (balanced parentheses) or an object-like macro's name replaced by its replacement, the
- * parameters by the arguments, up to `rounds` times; undefined where a replacement stringizes or
- * pastes (`#`, `##`) or a variadic one is called: what it makes is not read here.
+ * `mask` with every brace-enclosed body blanked but a namespace's or an `extern "C"` block's (the
+ * braces themselves kept): the TU's code at namespace scope, where a macro's call can declare.
  */
-function expandMacros(code: string, macros: Map<string, { params?: string[]; body: string }>, rounds = 6): string | undefined {
-  let text = code;
-  for (let r = 0; r < rounds; r++) {
-    let changed = false;
-    let out = "";
-    let i = 0;
-    for (const m of text.matchAll(/[A-Za-z_]\w*/g)) {
-      const def = macros.get(m[0]);
-      if (!def || m.index! < i) continue;
-      if (/#/.test(def.body) || def.params?.some((p) => p.includes("..."))) return undefined;
-      if (def.params === undefined) {
-        out += text.slice(i, m.index) + ` ${def.body} `;
-        i = m.index! + m[0].length;
-        changed = true;
-        continue;
+function namespaceScope(mask: string): string {
+  const out = mask.split("");
+  const open: boolean[] = [];
+  let blankFrom = -1;
+  for (let i = 0; i < mask.length; i++) {
+    const c = mask[i]!;
+    if (c === "{") {
+      const ns = open.every(Boolean) && /(?:\bnamespace\b[\w\s:]*|\bextern\s*)$/.test(mask.slice(Math.max(0, i - 256), i).trimEnd());
+      if (!ns && open.every(Boolean)) blankFrom = i + 1;
+      open.push(ns);
+    } else if (c === "}") {
+      open.pop();
+      if (blankFrom >= 0 && open.every(Boolean)) {
+        for (let k = blankFrom; k < i; k++) if (out[k] !== "\n") out[k] = " ";
+        blankFrom = -1;
       }
-      const open = /^\s*\(/.exec(text.slice(m.index! + m[0].length));
-      if (!open) continue;
-      let j = m.index! + m[0].length + open[0].length;
-      const args: string[] = [];
-      let depth = 1,
-        start = j;
-      for (; j < text.length && depth > 0; j++) {
-        const c = text[j]!;
-        if (c === "(") depth++;
-        else if (c === ")") depth--;
-        if ((c === "," && depth === 1) || depth === 0) {
-          args.push(text.slice(start, j).trim());
-          start = j + 1;
-        }
-      }
-      if (depth > 0) return undefined;
-      let body = def.body;
-      def.params.forEach((p, k) => (body = body.replace(new RegExp(`\\b${p}\\b`, "g"), args[k] ?? "")));
-      out += text.slice(i, m.index) + ` ${body} `;
-      i = j;
-      changed = true;
     }
-    text = out + text.slice(i);
-    if (!changed) return text;
   }
-  return /[A-Za-z_]\w*/.test(text) && [...text.matchAll(/[A-Za-z_]\w*/g)].some((m) => macros.has(m[0])) ? undefined : text;
+  return out.join("");
 }
 
 /**
  * Why an instantiation slice (the TU's preprocessor lines, then an odr-use of the captured kernel
  * template's instantiation: ./slice.ts) could compile another kernel than the whole TU, or
  * undefined. The slice leaves the TU's own code out, so that code must add nothing the kernel
- * could see: with its macros expanded (those of the TU and of the project headers it includes,
- * `context`), it may hold explicit instantiations (`template void f<T>(…);`, `extern template …`,
- * as ggml's `DECL_MMQ_CASE(…)` expands to) and declarations of names no header it includes names,
- * nothing else; no `#include` may follow it (the slice instantiates the kernel after every
- * include, the TU where its code stands); a `friend` in the TU or those headers, or a macro kerncap
- * cannot expand, makes no slice.
+ * could see: its code at namespace scope, the macros called there expanded (those of the TU and of
+ * the project headers it includes, `context`), may hold explicit instantiations (`template void
+ * f<T>(…);`, `extern template …`, as ggml's `DECL_MMQ_CASE(…)` expands to), host functions and
+ * host variables (ggml's mmq.cu), and declarations of names no header it includes names, nothing
+ * else; no `#include` may follow it (the slice instantiates the kernel after every include, the TU
+ * where its code stands); a `friend` in the TU or those headers, an include named by a macro, or a
+ * macro kerncap cannot expand at namespace scope, makes no slice.
  */
 export function instantiationHazard(tuText: string, mask: string, context: SliceContext = { headers: [] }): string | undefined {
   if (context.incomplete) return "has more headers under src/ than kerncap reads to check a slice";
-  const code = mask.replace(/\s+/g, " ").trim();
-  if (!code) return undefined;
-  const headers = [...includeClosure(tuText, context.headers).found];
+  if (!mask.trim()) return undefined;
+  const included = includeClosure(tuText, context.headers);
+  if (included.computed) return "includes a file named by a macro (what it declares is not read here)";
+  const headers = [...included.found];
   if (/\bfriend\b/.test(mask) || headers.some((h) => /\bfriend\b/.test(h.mask))) return "declares a friend (a template's instantiation can define one)";
-  if (includeClosure(tuText, context.headers).computed) return "includes a file named by a macro (what it declares is not read here)";
   const firstCode = mask.search(/\S/);
-  if (/^[ \t]*#[ \t]*include\b/m.test(tuText.slice(firstCode))) return "includes a file after its own code, which the slice instantiates the kernel after";
+  if (includeClosure(tuText.slice(firstCode), []).outside.size || includeClosure(tuText.slice(firstCode), []).computed)
+    return "includes a file after its own code, which the slice instantiates the kernel after";
   const macros = macroTable(tuText);
   for (const h of headers) macroTable(h.text, macros);
-  const expanded = expandMacros(mask, macros);
-  if (expanded === undefined) return "has code whose macros kerncap does not expand (a variadic one, or one that stringizes or pastes)";
+  const expanded = expandMacros(namespaceScope(mask), macros);
+  if (expanded === undefined) return "has code at namespace scope whose macros kerncap does not expand (a variadic one, or one that stringizes or pastes)";
   // explicit instantiations name what they instantiate: they declare nothing new
   const declarations = expanded.replace(/(?:^|(?<=[;}]))\s*(?:extern\s+)?template\s+(?!<)[^;{}]*;/g, " ");
   const named = new Set(headers.flatMap((h) => h.mask.match(/[A-Za-z_]\w*/g) ?? []));
-  const heads = declarationHeads(declarations, 0);
-  if (heads.declared.includes("operator")) return "declares an operator in its own code";
-  if (heads.declared.includes("using")) return "has a using-declaration or directive in its own code";
-  const again = heads.declared.filter((n) => named.has(n));
-  if (again.length)
-    return `declares ${again
-      .slice(0, 3)
-      .map((n) => `\`${n}\``)
-      .join(", ")} in its own code, which a header it includes names`;
-  return undefined;
+  return headHazard(declarationHeads(declarations, 0), "in its own code", (n) => named.has(n), macros)?.replace(
+    "which the code before it names",
+    "which a header it includes names",
+  );
 }

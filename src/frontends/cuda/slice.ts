@@ -38,7 +38,7 @@
  * compiles the slice made anew from the TU in its private copy, and an eval candidate carrying
  * another is refused (./slice-confined.ts).
  */
-import { existsSync, lstatSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../../errors.ts";
@@ -46,7 +46,9 @@ import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
+import { findNvcc } from "./nvcc.ts";
 import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
+import { includesOf } from "./slice-directives.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -444,7 +446,7 @@ function sliceBody(meta: SliceMeta, tuText: string, context: SliceContext | unde
   const ownBodies = defs.filter((d) => d.name === meta.base).map((d) => mask.slice(d.open, d.close));
   const launched = (name: string) => ownBodies.some((b) => new RegExp(`\\b${name}\\b`).test(b));
   // a body whose templates' first instantiation could differ at the kernel's point stays (./slice-lookup.ts bodyStays)
-  const others = defs.filter((d) => d.name !== meta.base && d.close < end && !launched(d.name) && !bodyStays(tuText, mask, d.close + 1, end));
+  const others = defs.filter((d) => d.name !== meta.base && d.close < end && !launched(d.name) && !bodyStays(tuText, mask, d.open, d.close + 1, end));
   const prefix = blankBodies(tuText.slice(0, end), others);
   const close = closers(tuText.slice(0, end), mask.slice(0, end));
   return {
@@ -481,14 +483,13 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
   const head = old?.subarray(0, 200).toString("utf8");
   // `sha256=… ` (body= after it) or an older kerncap's slice (no body=)
   if (old && head && (head.includes(`sha256=${want} `) || head.includes(`sha256=${want}\n`))) {
-    // build.sh compiles it as it is; stamps recomputed over another text are said (an edit by hand that keeps them is said by build.sh)
+    // kerncap's slice of this text: build.sh compiles it (an edit by hand, its body= stamp differing, is said by build.sh)
     const text = old.toString("utf8");
     const problem = sliceEditedByHand(text) ? undefined : sliceProblem(meta, text, tuText, projectHeaders(dir, meta));
-    if (problem)
-      log.warn(
-        `${problem}: build.sh compiles it as it is (a confined build, and an eval candidate's, compiles the slice kerncap makes from the TU); delete it and validate makes it again from src/${meta.tu}`,
-      );
-    return { action: "fresh" };
+    if (!problem) return { action: "fresh" };
+    // its stamps say kerncap made it from this TU, and it is not what kerncap makes: stamps written over another text,
+    // never an edit by hand (that one's body= differs): replaced
+    log.warn(`${problem}: replaced by the slice kerncap makes from src/${meta.tu}`);
   }
   if (old && sliceEditedByHand(old.toString("utf8")))
     throw new KerncapError(
@@ -540,8 +541,59 @@ export function projectHeaders(dir: string, meta: Pick<SliceMeta, "tu">): SliceC
     const text = b.toString("utf8");
     headers.push({ rel, text, mask: codeMask(text) });
   }
-  return { headers };
+  return { headers, system: systemHeaders };
 }
+
+/** The include folders of the toolchain and the system (nvcc's CUDA headers, gcc's C and C++ ones), found once. */
+let systemDirs: string[] | undefined;
+
+/** A system header's path (the first include folder that has it), or undefined; cached. */
+const systemPaths = new Map<string, string | null>();
+/** The names a system header includes; cached. */
+const systemIncludeNames = new Map<string, string[]>();
+
+function systemPath(name: string): string | undefined {
+  if (!systemDirs) {
+    const dirs = ["/usr/local/include", "/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu"];
+    try {
+      const bin = dirname(realpathSync(findNvcc()));
+      dirs.push(join(bin, "../include"), join(bin, "../targets/x86_64-linux/include"), join(bin, "../targets/sbsa-linux/include"));
+    } catch {
+      // no nvcc: its headers are not known, the system's are
+    }
+    for (const base of ["/usr/include/c++", "/usr/include/x86_64-linux-gnu/c++", "/usr/include/aarch64-linux-gnu/c++"])
+      try {
+        for (const v of readdirSync(base)) dirs.push(join(base, v));
+      } catch {
+        // none
+      }
+    systemDirs = dirs.filter((d) => existsSync(d));
+  }
+  if (!systemPaths.has(name)) systemPaths.set(name, name.includes("..") ? null : (systemDirs.map((d) => join(d, name)).find((p) => existsSync(p)) ?? null));
+  return systemPaths.get(name) ?? undefined;
+}
+
+/**
+ * The toolchain's and the system's headers as a slice's checks read them (SliceContext.system):
+ * a name is one when an include folder of nvcc's or gcc's has it; what it includes is read from
+ * the first such file (every #include in it, over every #if).
+ */
+export const systemHeaders: NonNullable<SliceContext["system"]> = {
+  has: (name) => systemPath(name) !== undefined,
+  includes(name) {
+    let names = systemIncludeNames.get(name);
+    if (!names) {
+      const p = systemPath(name);
+      try {
+        names = p ? includesOf(readFileSync(p, "latin1")).names : [];
+      } catch {
+        names = [];
+      }
+      systemIncludeNames.set(name, names);
+    }
+    return names;
+  },
+};
 
 /** The slice file kerncap leaves where a TU cannot be sliced: a first line whose sha256= names no TU (build.sh then compiles the whole TU), and why. */
 export function notMadeText(meta: SliceMeta, reason: string): string {

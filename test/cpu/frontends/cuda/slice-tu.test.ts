@@ -111,4 +111,40 @@ ${KERNEL("(is_complete<Tag>::value ? 2.0f : 1.0f) * p->a")}int main() { return 0
     expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
     expect(readFileSync(c.slice, "utf8")).not.toContain("p[0] = is_complete<Tag>::value");
   });
+
+  test("a system header included after the kernel that a template before it could find an overload in (<cuComplex.h>'s cuCabsf(float2)): no slice", () => {
+    const c = capture();
+    writeFileSync(
+      c.tu,
+      `${HEAD}__device__ float cuCabsf(...) { return 1.0f; }
+template <class T> __device__ float mag(T t) { return cuCabsf(t); }
+${KERNEL("mag(make_float2(p->a, 2.0f))")}#include <cuComplex.h>
+int main() { return 0; }
+`,
+    );
+    const r = refreshSlice(c.dir, c.meta);
+    expect(r.action).toBe("removed");
+    expect(r.reason).toContain("includes <cuComplex.h> after the kernel");
+  });
+
+  test("a #define inside another kernel's body: the body stays, the slice's kernel is the TU's", () => {
+    const c = capture();
+    writeFileSync(
+      c.tu,
+      `${HEAD}__global__ void k0(float* q) {
+#define SCALE 3.0f
+  q[0] = 1;
+}
+#ifndef SCALE
+#define SCALE 1.0f
+#endif
+${KERNEL("SCALE * p->a")}int main() { return 0; }
+`,
+    );
+    expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
+    build(c.dir, join(c.dir, "build", "slice.cubin"));
+    writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
+    build(c.dir, join(c.dir, "build", "whole.cubin"));
+    expect(kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest)).toBe(kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest));
+  });
 });

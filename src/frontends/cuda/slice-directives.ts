@@ -1,0 +1,231 @@
+/**
+ * The preprocessor as a slice's checks read it (./slice-lookup.ts): which files a text includes,
+ * which macros it defines, and the TU's code with those macros expanded. Not a preprocessor: the
+ * directives are read from the text as the preprocessor's first phases would leave it (line
+ * splices joined, comments gone, the `%:` digraph read as `#`: directiveText), and what this cannot
+ * follow (an include named by a macro; a replacement that stringizes or pastes) is said, so that
+ * the caller makes no slice rather than one it cannot vouch for (adversary 43: `#include <late.h>`,
+ * `#include /*x*\/ "late.h"`, `%:include`, `#inc\⏎lude`, `#include LATE`).
+ */
+
+/** A project header under src/ as the slice's checks read it: its path under src/, its text and its code (codeMask). */
+export interface SliceHeader {
+  rel: string;
+  text: string;
+  /** The text with comments, strings and preprocessor lines blanked (src/frontends/cuda/slice.ts codeMask). */
+  mask: string;
+}
+
+/**
+ * `text` as the preprocessor reads its directives: each backslash-newline removed (the newline
+ * kept after the joined line, so line numbers stay), comments replaced by a space (a block
+ * comment's newlines kept), string and character literals left as they are, and `%:` (the
+ * digraph of `#`) written `#`.
+ */
+export function directiveText(text: string): string {
+  let out = "";
+  let pendingNewlines = 0;
+  const n = text.length;
+  let i = 0;
+  const flushNewlines = () => {
+    out += "\n".repeat(pendingNewlines);
+    pendingNewlines = 0;
+  };
+  while (i < n) {
+    const c = text[i]!;
+    if (c === "\\" && (text[i + 1] === "\n" || (text[i + 1] === "\r" && text[i + 2] === "\n"))) {
+      i += text[i + 1] === "\n" ? 2 : 3;
+      pendingNewlines++;
+      continue;
+    }
+    if (c === "\n") {
+      out += "\n";
+      flushNewlines();
+      i++;
+      continue;
+    }
+    if (c === "/" && text[i + 1] === "/") {
+      while (i < n && text[i] !== "\n") {
+        if (text[i] === "\\" && text[i + 1] === "\n") pendingNewlines++, i++;
+        i++;
+      }
+      out += " ";
+      continue;
+    }
+    if (c === "/" && text[i + 1] === "*") {
+      const end = text.indexOf("*/", i + 2);
+      const stop = end < 0 ? n : end + 2;
+      pendingNewlines += (text.slice(i, stop).match(/\n/g) ?? []).length;
+      out += " ";
+      i = stop;
+      continue;
+    }
+    if (c === '"' || c === "'") {
+      let j = i + 1;
+      while (j < n && text[j] !== c && text[j] !== "\n") j += text[j] === "\\" ? 2 : 1;
+      out += text.slice(i, Math.min(j + 1, n));
+      i = j + 1;
+      continue;
+    }
+    if (c === "%" && text[i + 1] === ":") {
+      out += text[i + 2] === "%" && text[i + 3] === ":" ? "##" : "#";
+      i += text[i + 2] === "%" && text[i + 3] === ":" ? 4 : 2;
+      continue;
+    }
+    out += c;
+    i++;
+  }
+  return out;
+}
+
+/** The directive lines of a text (directiveText), each without its `#`: `include "x.h"`, `define N 3`, `pragma once`. */
+function directives(text: string): string[] {
+  return [...directiveText(text).matchAll(/^[ \t]*#[ \t]*(.*)$/gm)].map((m) => m[1]!);
+}
+
+/** Whether a text holds a preprocessor directive or `__COUNTER__` (what a body left out of a slice must not hold). */
+export function holdsDirective(text: string): boolean {
+  return directives(text).length > 0 || /\b__COUNTER__\b/.test(text);
+}
+
+/** The names a text `#include`s (`"…"` and `<…>`), and whether one is computed (`#include NAME`: a macro's). */
+export function includesOf(text: string): { names: string[]; computed: boolean } {
+  const names: string[] = [];
+  let computed = false;
+  for (const d of directives(text)) {
+    const m = /^include(?:_next)?\b[ \t]*(.*)$/.exec(d);
+    if (!m) continue;
+    const q = /^(?:"([^"\n]+)"|<([^>\n]+)>)/.exec(m[1]!);
+    if (q) names.push((q[1] ?? q[2])!);
+    else computed = true;
+  }
+  return { names, computed };
+}
+
+/** Whether a header is entered once: `#pragma once`, or its first directives `#ifndef G` / `#define G` (an include guard). */
+function guarded(h: SliceHeader): boolean {
+  const d = directives(h.text);
+  if (d.some((x) => /^pragma[ \t]+once\b/.test(x))) return true;
+  const g = /^ifndef[ \t]+([A-Za-z_]\w*)/.exec(d[0] ?? "") ?? /^if[ \t]+!\s*defined\s*\(?\s*([A-Za-z_]\w*)/.exec(d[0] ?? "");
+  return !!g && new RegExp(`^define[ \\t]+${g[1]}\\b`).test(d[1] ?? "");
+}
+
+/** The headers under src/ an include name can be: its path, `.` and `..` steps resolved, is the header's or ends one (`"late.cuh"` is every `…/late.cuh`). */
+function headersNamed(name: string, headers: SliceHeader[]): SliceHeader[] {
+  const parts: string[] = [];
+  for (const p of name.split("/"))
+    if (p === "..") parts.pop();
+    else if (p && p !== ".") parts.push(p);
+  const n = parts.join("/");
+  return n ? headers.filter((h) => h.rel === n || h.rel.endsWith(`/${n}`)) : [];
+}
+
+/** What a text includes, followed through the project's headers (includeClosure). */
+export interface Included {
+  /** The headers under src/ (every header a name can be: one of the same name as a system header counts as that one). */
+  found: Set<SliceHeader>;
+  /** The names that are no header under src/ (system headers, or headers outside the project: not read). */
+  outside: Set<string>;
+  /** Whether an include among them is named by a macro. */
+  computed: boolean;
+}
+
+/**
+ * The headers under src/ that `text` includes, and theirs. `entered`: headers already entered
+ * (before a slice's cut): one that is entered once (guarded) is not entered again, one with no
+ * guard is (its text may declare something else the second time: adversary 43).
+ */
+export function includeClosure(text: string, headers: SliceHeader[], entered: Iterable<SliceHeader> = []): Included {
+  const once = new Set([...entered].filter(guarded));
+  const found = new Set<SliceHeader>();
+  const outside = new Set<string>();
+  let computed = false;
+  const queue = [text];
+  while (queue.length) {
+    const inc = includesOf(queue.pop()!);
+    computed ||= inc.computed;
+    for (const name of inc.names) {
+      const hs = headersNamed(name, headers);
+      if (!hs.length) outside.add(name);
+      for (const h of hs)
+        if (!found.has(h) && !once.has(h)) {
+          found.add(h);
+          if (guarded(h)) once.add(h);
+          queue.push(h.text);
+        }
+    }
+  }
+  return { found, outside, computed };
+}
+
+/** A macro's parameters (undefined: object-like) and replacement. */
+export type MacroTable = Map<string, { params?: string[]; body: string }>;
+
+/** The macros `#define`d in `text` (directiveText: continuation lines joined), added to `into`. */
+export function macroTable(text: string, into: MacroTable = new Map()): MacroTable {
+  for (const d of directives(text)) {
+    const m = /^define[ \t]+([A-Za-z_]\w*)(\(([^)]*)\))?(.*)$/.exec(d);
+    if (m)
+      into.set(m[1]!, {
+        params:
+          m[2] === undefined
+            ? undefined
+            : m[3]!
+                .split(",")
+                .map((p) => p.trim())
+                .filter(Boolean),
+        body: m[4]!.trim(),
+      });
+  }
+  return into;
+}
+
+/**
+ * `code` with its macros expanded, as far as kerncap reads them: a function-like macro's call
+ * (balanced parentheses) or an object-like macro's name replaced by its replacement, the
+ * parameters by the arguments, up to `rounds` times; undefined where a replacement stringizes or
+ * pastes (`#`, `##`), a variadic one is called, or a macro is left after the last round.
+ */
+export function expandMacros(code: string, macros: MacroTable, rounds = 6): string | undefined {
+  let text = code;
+  for (let r = 0; r < rounds; r++) {
+    let changed = false;
+    let out = "";
+    let i = 0;
+    for (const m of text.matchAll(/[A-Za-z_]\w*/g)) {
+      const def = macros.get(m[0]);
+      if (!def || m.index! < i) continue;
+      if (/#/.test(def.body) || def.params?.some((p) => p.includes("..."))) return undefined;
+      if (def.params === undefined) {
+        out += text.slice(i, m.index) + ` ${def.body} `;
+        i = m.index! + m[0].length;
+        changed = true;
+        continue;
+      }
+      const open = /^\s*\(/.exec(text.slice(m.index! + m[0].length));
+      if (!open) continue;
+      let j = m.index! + m[0].length + open[0].length;
+      const args: string[] = [];
+      let depth = 1,
+        start = j;
+      for (; j < text.length && depth > 0; j++) {
+        const c = text[j]!;
+        if (c === "(") depth++;
+        else if (c === ")") depth--;
+        if ((c === "," && depth === 1) || depth === 0) {
+          args.push(text.slice(start, j).trim());
+          start = j + 1;
+        }
+      }
+      if (depth > 0) return undefined;
+      let body = def.body;
+      def.params.forEach((p, k) => (body = body.replace(new RegExp(`\\b${p}\\b`, "g"), args[k] ?? "")));
+      out += text.slice(i, m.index) + ` ${body} `;
+      i = j;
+      changed = true;
+    }
+    text = out + text.slice(i);
+    if (!changed) return text;
+  }
+  return [...text.matchAll(/[A-Za-z_]\w*/g)].some((m) => macros.has(m[0])) ? undefined : text;
+}
