@@ -124,9 +124,16 @@ function declaredIn(head: string): { declared: string[]; words: string[] } {
   const hostVariable =
     !/[([]/.test(h) &&
     !/\b(?:struct|class|union|enum|typedef|operator|using|__device__|__constant__|__managed__|__shared__|const|constexpr|constinit)\b/.test(h);
-  // a host function (no __device__, __global__, __host__, constexpr or deduced type): device code cannot call it
+  // a host function (no __device__, __global__, __host__, constexpr or deduced type outside its parameter list): device
+  // code cannot call it (ggml's `bool ggml_cuda_should_use_mmq(enum ggml_type type, …)`)
+  let outer = h;
+  for (let k = 0; k < 8 && /[()]/.test(outer); k++) outer = outer.replace(/\([^()]*\)/g, " ");
   const hostFunction =
     /\(/.test(h) &&
+    !/->/.test(h) &&
+    !/\)\s*\(/.test(h) &&
+    !/\b(?:struct|class|union|enum|typedef|operator|using|__device__|__global__|__host__|constexpr|consteval|auto|decltype)\b/.test(outer);
+  /\(/.test(h) &&
     !/->/.test(h) &&
     !/\b(?:struct|class|union|enum|typedef|operator|using|__device__|__global__|__host__|constexpr|consteval|auto|decltype)\b/.test(h) &&
     !/\)\s*\(/.test(h);

@@ -226,6 +226,8 @@ template <int N> void launch(float* p) { kern<N><<<1, 1>>>(p); }
       return instantiationHazard(tu, codeMask(tu), { headers: [header] });
     };
     expect(at("DECL_CASE(3);\nDECL_CASE(4);\n")).toBeUndefined();
+    // host code (ggml's mmq.cu, the CMake project's launcher): functions device code cannot call, whatever they name
+    expect(at("bool should_use(enum Kind k, int n) { return n > 0; }\nvoid launch_all(float* p) { launch<3>(p); }\n")).toBeUndefined();
     expect(at("extern template void launch<5>(float* p);\nint main() { return 0; }\n")).toBeUndefined();
     expect(at("template <> struct Tr<int> { static constexpr float v = 7.0f; };\n")).toContain("declares `Tr`");
     expect(at("__device__ float pick(int, int) { return 7; }\n")).toContain("declares `pick`");
