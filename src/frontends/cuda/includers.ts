@@ -28,7 +28,7 @@ import { privateTempFolder } from "../../cache.ts";
 import type { CompileCommand } from "./compile-commands.ts";
 import { cudaFlagsFromCommand, flagArgv, includeDirs } from "./flags.ts";
 import { dependencyArgv, parseDeps } from "./nvcc.ts";
-import { includeLeadingTo } from "./slice.ts";
+import { includeLeadingTo } from "./slice-directives.ts";
 import type { KernelNameParts } from "./kernel-name.ts";
 
 /** Most TUs listed with nvcc -M when the text narrowing found none. */

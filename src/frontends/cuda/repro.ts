@@ -29,7 +29,8 @@ import { locateKernelSource, type KernelLocation, type LocateInput } from "./loc
 import { cudaFlagsFromCommand, defaultCudaFlags, type CudaFlags, type FlagWord } from "./flags.ts";
 import { privateTempFolder } from "../../cache.ts";
 import { dependencyArgv, findNvcc, parseDeps } from "./nvcc.ts";
-import { includeLeadingTo, planSliceMeta, projectHeaders, sliceText, type SliceMeta } from "./slice.ts";
+import { planSliceMeta, projectHeaders, sliceText, type SliceMeta } from "./slice.ts";
+import { includeLeadingTo } from "./slice-directives.ts";
 import type { SliceContext } from "./slice-lookup.ts";
 import { demangledNames } from "./kernel-name.ts";
 

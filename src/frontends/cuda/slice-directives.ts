@@ -8,6 +8,10 @@
  * `#include /*x*\/ "late.h"`, `%:include`, `#inc\⏎lude`, `#include LATE`).
  */
 
+import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { findNvcc } from "./nvcc.ts";
+
 /** A project header under src/ as the slice's checks read it: its path under src/, its text and its code (codeMask). */
 export interface SliceHeader {
   rel: string;
@@ -228,4 +232,98 @@ export function expandMacros(code: string, macros: MacroTable, rounds = 6): stri
     if (!changed) return text;
   }
   return [...text.matchAll(/[A-Za-z_]\w*/g)].some((m) => macros.has(m[0])) ? undefined : text;
+}
+
+/** The include folders of the toolchain and the system (nvcc's CUDA headers, gcc's C and C++ ones), found once. */
+let systemDirs: string[] | undefined;
+
+/** A system header's path (the first include folder that has it), or undefined; cached. */
+const systemPaths = new Map<string, string | null>();
+/** The names a system header includes; cached. */
+const systemIncludeNames = new Map<string, string[]>();
+
+function systemPath(name: string): string | undefined {
+  if (!systemDirs) {
+    const dirs = ["/usr/local/include", "/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu"];
+    try {
+      const bin = dirname(realpathSync(findNvcc()));
+      dirs.push(join(bin, "../include"), join(bin, "../targets/x86_64-linux/include"), join(bin, "../targets/sbsa-linux/include"));
+    } catch {
+      // no nvcc: its headers are not known, the system's are
+    }
+    for (const base of ["/usr/include/c++", "/usr/include/x86_64-linux-gnu/c++", "/usr/include/aarch64-linux-gnu/c++"])
+      try {
+        for (const v of readdirSync(base)) dirs.push(join(base, v));
+      } catch {
+        // none
+      }
+    systemDirs = dirs.filter((d) => existsSync(d));
+  }
+  if (!systemPaths.has(name)) systemPaths.set(name, name.includes("..") ? null : (systemDirs.map((d) => join(d, name)).find((p) => existsSync(p)) ?? null));
+  return systemPaths.get(name) ?? undefined;
+}
+
+/**
+ * The toolchain's and the system's headers as a slice's checks read them (./slice-lookup.ts SliceContext.system):
+ * a name is one when an include folder of nvcc's or gcc's has it; what it includes is read from
+ * the first such file (every #include in it, over every #if).
+ */
+export const systemHeaders: { has(name: string): boolean; includes(name: string): string[] } = {
+  has: (name) => systemPath(name) !== undefined,
+  includes(name) {
+    let names = systemIncludeNames.get(name);
+    if (!names) {
+      const p = systemPath(name);
+      try {
+        names = p ? includesOf(readFileSync(p, "latin1")).names : [];
+      } catch {
+        names = [];
+      }
+      systemIncludeNames.set(name, names);
+    }
+    return names;
+  },
+};
+
+const INCLUDE_RE = /^\s*#\s*include\s*(["<])([^">]+)[">]/;
+
+/**
+ * The first `#include` line of the TU (trimmed) through which the definition file is reached,
+ * following the project's own headers by their text (every `#include`, whatever `#if` it is in),
+ * resolved like the compiler: the includer's folder for quoted names, then includeDirs.
+ * Undefined when none reaches it.
+ */
+export function includeLeadingTo(tuText: string, tuPath: string, definition: string, includeDirs: string[]): string | undefined {
+  const target = resolve(definition);
+  const resolveInc = (name: string, quoted: boolean, from: string): string | undefined => {
+    for (const d of [...(quoted ? [dirname(from)] : []), ...includeDirs]) {
+      const p = resolve(d, name);
+      if (existsSync(p)) return p;
+    }
+    return undefined;
+  };
+  const reaches = (file: string, seen: Set<string>): boolean => {
+    if (file === target) return true;
+    if (seen.has(file)) return false;
+    seen.add(file);
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      return false;
+    }
+    for (const line of text.split("\n")) {
+      const m = INCLUDE_RE.exec(line);
+      const p = m && resolveInc(m[2]!, m[1] === '"', file);
+      if (p && reaches(p, seen)) return true;
+    }
+    return false;
+  };
+  const seen = new Set<string>();
+  for (const line of tuText.split("\n")) {
+    const m = INCLUDE_RE.exec(line);
+    const p = m && resolveInc(m[2]!, m[1] === '"', tuPath);
+    if (p && reaches(p, seen)) return line.trim();
+  }
+  return undefined;
 }

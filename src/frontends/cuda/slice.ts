@@ -38,7 +38,7 @@
  * compiles the slice made anew from the TU in its private copy, and an eval candidate carrying
  * another is refused (./slice-confined.ts).
  */
-import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../../errors.ts";
@@ -46,9 +46,8 @@ import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
-import { findNvcc } from "./nvcc.ts";
 import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
-import { includesOf } from "./slice-directives.ts";
+import { systemHeaders } from "./slice-directives.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -296,51 +295,6 @@ function closers(prefix: string, mask: string): string {
   return [...Array(braces).fill("}"), ...Array(ifs).fill("#endif")].join("\n");
 }
 
-// ───────────────────────────── includes ─────────────────────────────
-
-const INCLUDE_RE = /^\s*#\s*include\s*(["<])([^">]+)[">]/;
-
-/**
- * The first `#include` line of the TU (trimmed) through which the definition file is reached,
- * following the project's own headers by their text (every `#include`, whatever `#if` it is in),
- * resolved like the compiler: the includer's folder for quoted names, then includeDirs.
- * Undefined when none reaches it.
- */
-export function includeLeadingTo(tuText: string, tuPath: string, definition: string, includeDirs: string[]): string | undefined {
-  const target = resolve(definition);
-  const resolveInc = (name: string, quoted: boolean, from: string): string | undefined => {
-    for (const d of [...(quoted ? [dirname(from)] : []), ...includeDirs]) {
-      const p = resolve(d, name);
-      if (existsSync(p)) return p;
-    }
-    return undefined;
-  };
-  const reaches = (file: string, seen: Set<string>): boolean => {
-    if (file === target) return true;
-    if (seen.has(file)) return false;
-    seen.add(file);
-    let text: string;
-    try {
-      text = readFileSync(file, "utf8");
-    } catch {
-      return false;
-    }
-    for (const line of text.split("\n")) {
-      const m = INCLUDE_RE.exec(line);
-      const p = m && resolveInc(m[2]!, m[1] === '"', file);
-      if (p && reaches(p, seen)) return true;
-    }
-    return false;
-  };
-  const seen = new Set<string>();
-  for (const line of tuText.split("\n")) {
-    const m = INCLUDE_RE.exec(line);
-    const p = m && resolveInc(m[2]!, m[1] === '"', tuPath);
-    if (p && reaches(p, seen)) return line.trim();
-  }
-  return undefined;
-}
-
 // ───────────────────────────── slices ─────────────────────────────
 
 /** Can a qualified name be written in source (no lambdas, anonymous namespaces, unnamed types)? */
@@ -508,14 +462,13 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
   return { action: "remade" };
 }
 
-/** The most bytes of headers projectHeaders reads (past it, the rest is not read and no prefix slice is made: see there). */
+/** The most bytes of headers projectHeaders reads (past it, no slice: see there). */
 const HEADERS_MAX_BYTES = 64 << 20;
 
 /**
- * The project's headers under `dir`'s src/ as a prefix slice's hazards read them (SliceContext):
- * every regular file there but the TU and the slices, through the capture path rule (no link
- * followed; a link or a FIFO is not read). Headers past HEADERS_MAX_BYTES in all make it
- * `incomplete` (so no prefix slice: what was not read could change the kernel).
+ * The project's headers under `dir`'s src/ as a slice's hazards read them (SliceContext): every
+ * regular file there but the TU and the slices, by the capture path rule (no link followed); past
+ * HEADERS_MAX_BYTES in all, `incomplete` (no slice: what was not read could change the kernel).
  */
 export function projectHeaders(dir: string, meta: Pick<SliceMeta, "tu">): SliceContext {
   const headers: SliceContext["headers"] = [];
@@ -533,7 +486,7 @@ export function projectHeaders(dir: string, meta: Pick<SliceMeta, "tu">): SliceC
       if (!lstatSync(join(dir, "src", rel)).isFile()) continue;
       b = readInCapture(dir, `src/${rel}`, HEADERS_MAX_BYTES);
     } catch {
-      continue; // a link, a FIFO, another user's file: build.sh's own rules say what it reads
+      continue; // a link, a FIFO, another user's file: build.sh's rules say what it reads
     }
     if (!b) continue;
     bytes += b.length;
@@ -543,57 +496,6 @@ export function projectHeaders(dir: string, meta: Pick<SliceMeta, "tu">): SliceC
   }
   return { headers, system: systemHeaders };
 }
-
-/** The include folders of the toolchain and the system (nvcc's CUDA headers, gcc's C and C++ ones), found once. */
-let systemDirs: string[] | undefined;
-
-/** A system header's path (the first include folder that has it), or undefined; cached. */
-const systemPaths = new Map<string, string | null>();
-/** The names a system header includes; cached. */
-const systemIncludeNames = new Map<string, string[]>();
-
-function systemPath(name: string): string | undefined {
-  if (!systemDirs) {
-    const dirs = ["/usr/local/include", "/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu"];
-    try {
-      const bin = dirname(realpathSync(findNvcc()));
-      dirs.push(join(bin, "../include"), join(bin, "../targets/x86_64-linux/include"), join(bin, "../targets/sbsa-linux/include"));
-    } catch {
-      // no nvcc: its headers are not known, the system's are
-    }
-    for (const base of ["/usr/include/c++", "/usr/include/x86_64-linux-gnu/c++", "/usr/include/aarch64-linux-gnu/c++"])
-      try {
-        for (const v of readdirSync(base)) dirs.push(join(base, v));
-      } catch {
-        // none
-      }
-    systemDirs = dirs.filter((d) => existsSync(d));
-  }
-  if (!systemPaths.has(name)) systemPaths.set(name, name.includes("..") ? null : (systemDirs.map((d) => join(d, name)).find((p) => existsSync(p)) ?? null));
-  return systemPaths.get(name) ?? undefined;
-}
-
-/**
- * The toolchain's and the system's headers as a slice's checks read them (SliceContext.system):
- * a name is one when an include folder of nvcc's or gcc's has it; what it includes is read from
- * the first such file (every #include in it, over every #if).
- */
-export const systemHeaders: NonNullable<SliceContext["system"]> = {
-  has: (name) => systemPath(name) !== undefined,
-  includes(name) {
-    let names = systemIncludeNames.get(name);
-    if (!names) {
-      const p = systemPath(name);
-      try {
-        names = p ? includesOf(readFileSync(p, "latin1")).names : [];
-      } catch {
-        names = [];
-      }
-      systemIncludeNames.set(name, names);
-    }
-    return names;
-  },
-};
 
 /** The slice file kerncap leaves where a TU cannot be sliced: a first line whose sha256= names no TU (build.sh then compiles the whole TU), and why. */
 export function notMadeText(meta: SliceMeta, reason: string): string {
