@@ -196,6 +196,8 @@ const FEW_ROUNDS = 2;
  * candidate's plan held to it); undefined where there is none of use.
  */
 function validateRecord(dir: string, m: Manifest): { off: string } | { plan: string; at: string } | undefined {
+  // validate's record holds for another compile than the candidates' (CUDA: a prefix slice, where they compile the whole TU)
+  if (frontendOf(m).confinedCompilesOtherwise?.(m)) return undefined;
   const rec = readPrunedCheck(dir);
   const current = rec && rec.kernel === m.kernel.name && rec.kerncap === TOOL_VERSION ? rec : undefined;
   if (!current) return undefined;

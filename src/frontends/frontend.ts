@@ -240,6 +240,12 @@ export interface Frontend<Options = unknown> {
   /** The file under src/ (relative to src/) that kerncap makes the generated source `rel` (one of generatedSources, relative to src/) from: the one to edit instead (CUDA: the slice's TU). */
   generatedFrom?(m: Manifest, rel: string): string | undefined;
   /**
+   * Whether a confined build of this capture compiles other sources than the user's own build
+   * (CUDA: the whole TU where the user's validate compiles a prefix slice), so that a record of
+   * the user's builds says nothing of a confined one's (eval's pruned-build check).
+   */
+  confinedCompilesOtherwise?(m: Manifest): boolean;
+  /**
    * Make the files of generatedSources anew in `dir` (a confined build's private copy:
    * src/frontends/build.ts) from the sources there, whatever those files hold: a build of sources
    * kerncap does not trust compiles only what kerncap makes of them (CUDA: the slice from its TU;

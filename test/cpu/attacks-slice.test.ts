@@ -7,7 +7,7 @@
  * evaluate; every eval candidate) compiles the slice kerncap makes from the TU at that moment,
  * whatever the stamps say; an eval candidate carrying a slice kerncap did not make from its TU is
  * refused (E_CANDIDATE) before any build; the user's own plain build keeps compiling a slice they
- * edited. A stand-in nvcc (no CUDA toolkit needed) writes the text it compiled as its module and
+ * edited by hand (its body= stamp then differs), and replaces one whose stamps were written over it. A stand-in nvcc (no CUDA toolkit needed) writes the text it compiled as its module and
  * the dependency list a confined build asks for.
  */
 import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
@@ -112,7 +112,7 @@ describe("a confined build compiles the slice kerncap makes from the TU, whateve
 });
 
 describe("the user's own validate", () => {
-  test("the user's plain validate compiles such a slice as it is, and says so (its stamps name the TU, but kerncap makes another text from it)", () => {
+  test("the user's plain validate replaces such a slice by kerncap's, and says so (its stamps name the TU, but kerncap makes another text from it: adversary 43, a received archive's)", () => {
     const { dir, m, tu, slice } = demo();
     const meta = sliceMetaOf(m)!;
     const warned: string[] = [];
@@ -120,12 +120,13 @@ describe("the user's own validate", () => {
     try {
       expect(refreshSlice(dir, meta).action).toBe("fresh");
       expect(warned).toEqual([]); // kerncap's own slice: nothing to say
+      const made = readFileSync(slice, "utf8");
       hiddenSlice(tu, slice);
-      const forgedText = readFileSync(slice, "utf8");
-      expect(refreshSlice(dir, meta).action).toBe("fresh");
-      expect(readFileSync(slice, "utf8")).toBe(forgedText); // kept: the user's choice
+      expect(readFileSync(slice, "utf8")).toContain("HIDDEN");
+      expect(refreshSlice(dir, meta).action).toBe("remade");
+      expect(readFileSync(slice, "utf8")).toBe(made); // kerncap's slice of the TU again
       expect(warned.join("\n")).toContain(
-        "src/saxpy.kerncap-slice.cu is stamped as made from src/saxpy.cu but is not what kerncap makes from it: build.sh compiles it as it is",
+        "src/saxpy.kerncap-slice.cu is stamped as made from src/saxpy.cu but is not what kerncap makes from it: replaced by the slice kerncap makes from src/saxpy.cu",
       );
     } finally {
       spy.mockRestore();

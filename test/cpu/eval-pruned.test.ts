@@ -105,35 +105,28 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     expect(ft.build.kernelSha256).toBe(t.build.kernelSha256);
   }, 300_000);
 
-  test("validate's check record, current and fit, spares eval its own check; a record whose plan is not the candidates' turns the pruned builds off (build.sh builds them, said)", () => {
+  test("validate's check record of a prefix slice says nothing of the candidates' builds (they compile the whole TU: adversary 44): eval checks its own, then builds them pruned", () => {
     const { root, dir, env } = heavyDemo();
     const v1 = Bun.spawnSync([process.execPath, MAIN, "validate", dir, "--build-only", "--json"], { env, stdout: "pipe", stderr: "pipe" });
     expect(v1.exitCode, v1.stderr.toString()).toBe(0);
     const checkFile = join(dir, "build/pruned/check.json");
     const rec = JSON.parse(readFileSync(checkFile, "utf8"));
     expect(rec.same).toBe(true);
-    // the cost the record says decides; make it say the pruned build is the cheaper (the machine's load varies)
+    // the cost the record says would decide; make it say the pruned build is the cheaper (the machine's load varies)
     writeFileSync(checkFile, JSON.stringify({ ...rec, costs: { cpus: rec.costs.cpus, buildSh: 9, pruned: 1 } }));
     const twice = candidate(root, dir, "twice", (l) => `${l} * 2.0f`);
     const thrice = candidate(root, dir, "thrice", (l) => `${l} * 3.0f`);
-    const run = () =>
-      Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, thrice, "--build-only", "--json", "--verbose", "--jobs", "1"], {
-        env,
-        stdout: "pipe",
-        stderr: "pipe",
-        timeout: 240_000,
-      });
-    const r = run();
+    const r = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, thrice, "--build-only", "--json", "--verbose", "--jobs", "1"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 240_000,
+    });
     expect(r.exitCode, r.stderr.toString()).toBe(0);
-    expect(r.stderr.toString()).toContain("as validate's check of");
-    expect(r.stderr.toString()).not.toContain("its machine code for the kernel is build.sh's"); // no check of its own
+    expect(r.stderr.toString()).not.toContain("as validate's check of");
+    expect(r.stderr.toString()).toContain("its machine code for the kernel is build.sh's"); // its own check, of the whole TU
+    expect(r.stderr.toString()).toContain("compiles the whole TU");
     expect(records(r.stdout.toString()).map((x) => x.build.builder)).toEqual(["pruned", "pruned"]);
-    // a record for another plan (another kerncap's, a changed build.sh): the first candidate finds it out, build.sh builds both
-    writeFileSync(checkFile, JSON.stringify({ ...rec, plan: "0".repeat(64), costs: { cpus: rec.costs.cpus, buildSh: 9, pruned: 1 } }));
-    const s2 = run();
-    expect(s2.exitCode, s2.stderr.toString()).toBe(0);
-    expect(s2.stderr.toString()).toContain("the candidates' pruned builds compile otherwise than the check's: build.sh builds them");
-    expect(records(s2.stdout.toString()).map((x) => x.build.builder)).toEqual(["build.sh", "build.sh"]);
   }, 300_000);
 });
 

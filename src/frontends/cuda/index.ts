@@ -58,6 +58,7 @@ export const cudaFrontend: Frontend<CudaReproOptions> = {
   enrich: (_ctx, o) => ({ beforeRename: cudaReproducerHook(o ?? {}) }), // the hook returns at once for other frontends' captures
   beforeBuild: remakeStaleSlice,
   remakeGenerated: remakeSliceForConfinedBuild,
+  confinedCompilesOtherwise: (m) => sliceMetaOf(m)?.kind === "prefix",
   generatedProblem: foreignSlice,
   explainBuildFailure: rdcLinkError,
   checkRebuiltModule,

@@ -14,6 +14,9 @@ import { MANIFEST_MAX_BYTES, readInCapture, writeInCapture } from "../../format/
 import { log } from "../../log.ts";
 import { checkSliceMeta, notMadeText, projectHeaders, sliceMetaOf, sliceProblem, sliceText } from "./slice.ts";
 
+/** Why a confined build compiles the whole TU where the user's own validate compiles a prefix slice. */
+export const CONFINED_WHOLE_TU = "a build for an agent, an eval or a received capture compiles the whole TU: a prefix slice is the user's own edit loop's";
+
 /**
  * Make the slice of `dir`'s src/<tu> anew from that TU, whatever the slice file holds (stale,
  * edited by hand, or stamped as the TU's): `dir` is a confined build's private copy
@@ -31,7 +34,10 @@ export function regenerateSlice(dir: string, metaIn: unknown): { action: "fresh"
   const slicePath = `src/${meta.slice}`;
   const old = readInCapture(dir, slicePath, MANIFEST_MAX_BYTES)?.toString("utf8");
   const context = projectHeaders(dir, meta);
-  const s = sliceText(meta, tuText, context);
+  // a prefix slice leaves code out that cicc's whole-program optimizations see in the TU (another call of a helper
+  // the kernel calls: adversary 44), so that its machine code can differ with nothing declared after the kernel: what
+  // is built for an agent, an eval or a received capture is the whole TU; the one instantiation is its own TU's
+  const s: ReturnType<typeof sliceText> = meta.kind === "prefix" ? { ok: false, reason: CONFINED_WHOLE_TU } : sliceText(meta, tuText, context);
   const text = s.ok ? s.text : notMadeText(meta, s.reason);
   if (old === text) return { action: "fresh" };
   const replaced = old === undefined ? undefined : sliceProblem(meta, old, tuText, context);

@@ -87,9 +87,9 @@ function directives(text: string): string[] {
   return [...directiveText(text).matchAll(/^[ \t]*#[ \t]*(.*)$/gm)].map((m) => m[1]!);
 }
 
-/** Whether a text holds a preprocessor directive or `__COUNTER__` (what a body left out of a slice must not hold). */
+/** Whether a text holds a preprocessor directive, `__COUNTER__` or a pragma operator (`_Pragma("pop_macro…")`): what a body left out of a slice must not hold. */
 export function holdsDirective(text: string): boolean {
-  return directives(text).length > 0 || /\b__COUNTER__\b/.test(text);
+  return directives(text).length > 0 || /\b(?:__COUNTER__|_Pragma|__pragma)\b/.test(text);
 }
 
 /** The names a text `#include`s (`"…"` and `<…>`), and whether one is computed (`#include NAME`: a macro's). */
@@ -245,6 +245,9 @@ const systemIncludeNames = new Map<string, string[]>();
 function systemPath(name: string): string | undefined {
   if (!systemDirs) {
     const dirs = ["/usr/local/include", "/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu"];
+    // the toolkit where it usually lies, and where CUDA_HOME says, beside the nvcc found now
+    for (const root of [process.env.CUDA_HOME, process.env.CUDA_PATH, "/usr/local/cuda"].filter((r): r is string => !!r))
+      dirs.push(join(root, "include"), join(root, "targets/x86_64-linux/include"), join(root, "targets/sbsa-linux/include"));
     try {
       const bin = dirname(realpathSync(findNvcc()));
       dirs.push(join(bin, "../include"), join(bin, "../targets/x86_64-linux/include"), join(bin, "../targets/sbsa-linux/include"));

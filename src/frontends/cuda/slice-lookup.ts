@@ -47,6 +47,13 @@ const NOT_A_NAME = new Set(
  * one. The heads of `namespace` and `extern "C"` blocks name nothing; `operator` and `using` are
  * words of their own.
  */
+/**
+ * Names C++ looks up without the code spelling them: a range-for's `begin`/`end`, a structured
+ * binding's `get`, `tuple_size`, `tuple_element`, `swap` of the standard algorithms, `size`/`data`
+ * of the ranges: a declaration of one after the kernel counts as one the code before names.
+ */
+const IMPLICIT = new Set("begin end rbegin rend cbegin cend get tuple_size tuple_element swap size data iter_move iter_swap".split(" "));
+
 /** What the declarations of a stretch of code name in their heads (declarationHeads). */
 interface DeclarationHeads {
   declared: string[];
@@ -239,13 +246,17 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
   if (early.computed || late.computed) return "includes a file named by a macro (what it declares is not read here)";
   const earlyMasks = [...early.found].map((h) => h.mask).join("\n");
   const beforeNames = new Set((before + "\n" + earlyMasks).match(/[A-Za-z_]\w*/g) ?? []);
-  const named = (n: string) => beforeNames.has(n);
+  const named = (n: string) => beforeNames.has(n) || IMPLICIT.has(n);
+  // a line spliced outside a directive or a comment: the text's tokens are not the ones read here
+  if (/\\\r?\n/.test(mask)) return "splices a line (a backslash at its end) outside a directive";
   // a friend defined by a template's instantiation changes what later overload resolution sees (stateful
   // metaprogramming): an instantiation after the kernel, or in another kernel's body the slice blanks (adversary 41)
   if (/\bfriend\b/.test(mask) || [...early.found, ...late.found].some((h) => /\bfriend\b/.test(h.mask)))
     return "declares a friend (a template's instantiation can define one, after the kernel or in a kernel body the slice leaves out)";
-  const special = specializedAfter(mask, end).find(named);
-  if (special) return `specializes \`${special}\` after the kernel, which the code before it names`;
+  // any specialization after the kernel: C++ looks some names up without their being spelt (a structured binding's
+  // std::tuple_size and get, adversary 44)
+  const special = specializedAfter(mask, end)[0];
+  if (special) return `specializes \`${special}\` after the kernel`;
   const tuMacros = macroTable(tuText);
   const called = namespaceScopeCalls(mask, end).find((w) => tuMacros.get(w)?.params !== undefined);
   if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;

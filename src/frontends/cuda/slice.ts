@@ -156,8 +156,9 @@ export function sha256Text(text: string): string {
 // ───────────────────────────── lexing ─────────────────────────────
 
 /**
- * Mask of a C++ text: the same length, with comments, string/char literals (raw strings too)
- * and preprocessor directive lines (with their continuations) replaced by spaces; newlines kept.
+ * Mask of a C++ text: the same length, with comments (a `//` one with its continuations),
+ * string/char literals (raw strings too) and preprocessor directive lines (`#` or `%:`, with their
+ * continuations) replaced by spaces; newlines kept; the digraphs `<%` and `%>` written as braces.
  * Braces, parentheses and identifiers in code are where they were.
  */
 export function codeMask(text: string): string {
@@ -179,7 +180,7 @@ export function codeMask(text: string): string {
       i++;
       continue;
     }
-    if (lineStart && c === "#") {
+    if (lineStart && (c === "#" || (c === "%" && text[i + 1] === ":"))) {
       let j = i;
       while (j < n && text[j] !== "\n") {
         if (text[j] === "\\" && text[j + 1] === "\n") j++;
@@ -192,7 +193,8 @@ export function codeMask(text: string): string {
     lineStart = false;
     if (c === "/" && text[i + 1] === "/") {
       let j = i;
-      while (j < n && text[j] !== "\n") j++;
+      // a backslash at a line's end continues the comment on the next line (adversary 44)
+      while (j < n && text[j] !== "\n") j += text[j] === "\\" && text[j + 1] === "\n" ? 2 : 1;
       blank(i, j);
       i = j;
       continue;
@@ -221,6 +223,9 @@ export function codeMask(text: string): string {
       i = j + 1;
       continue;
     }
+    // the digraphs of braces are braces (adversary 44: `%>` closing a body the slice left out early)
+    if (c === "<" && text[i + 1] === "%") (out[i] = " "), (out[i + 1] = "{");
+    else if (c === "%" && text[i + 1] === ">") (out[i] = "}"), (out[i + 1] = " ");
     i++;
   }
   return out.join("");

@@ -305,3 +305,52 @@ __global__ void k(float* p) { p[0] = mag(make_float2(p[1], 2.0f)); }
     expect(readFileSync(slice, "utf8")).toBe(made);
   });
 });
+
+describe("adversary 44: the lexer reads braces and splices as the compiler does; implicit names; pragma operators", () => {
+  const hazardOf = async (tu: string, cutAfter: string) => {
+    const { sliceHazard } = await import("../../../../src/frontends/cuda/slice-lookup.ts");
+    const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
+    const end = tu.indexOf(cutAfter) + cutAfter.length;
+    return sliceHazard(tu, codeMask(tu), end, { headers: [] });
+  };
+  test("a // comment continued by a backslash, and the digraph braces, are read as the compiler reads them", async () => {
+    const { codeMask, kernelDefinitions } = await import("../../../../src/frontends/cuda/slice.ts");
+    const spliced =
+      "__global__ void k0(float*q){ // a \\\n{\n q[0]=1;\n}\n__device__ float h(float){return 2.f;}\n__global__ void k(float* p) { p[0] = h(1.0f); }\n";
+    const defs = kernelDefinitions(spliced, codeMask(spliced));
+    expect(defs.map((d) => d.name)).toEqual(["k0", "k"]);
+    expect(spliced.slice(defs[0]!.open, defs[0]!.close + 1)).not.toContain("h(float)"); // k0's body ends where the compiler ends it
+    const digraph = "__global__ void k0(float*q){ q[0]=1; %>\n__device__ float h(float) <% return 2.f; }\n__global__ void k(float* p) { p[0] = h(1.0f); }\n";
+    const d2 = kernelDefinitions(digraph, codeMask(digraph));
+    expect(digraph.slice(d2[0]!.open, d2[0]!.close + 1)).not.toContain("h(float)");
+    // a line spliced in code: its tokens are not the ones read
+    expect(await hazardOf("__global__ void k(float* p) { p[0] = 1; }\n__dev\\\nice__ float q(float);\n", "p[0] = 1; }")).toContain("splices a line");
+  });
+  test("a specialization after the kernel, even of a name the code before never spells (a structured binding's std::tuple_size)", async () => {
+    const tu = `#include <utility>
+struct Pair { float a, b; template <int I> __device__ float get() const { return I ? a : b; } };
+template <class T> __device__ float pick(T t) { auto [u, v] = t; return u; }
+__global__ void k(float* p) { p[0] = pick(Pair{p[1], p[2]}); }
+namespace std { template <> struct tuple_size<Pair> : integral_constant<size_t, 2> {}; }
+`;
+    expect(await hazardOf(tu, "pick(Pair{p[1], p[2]}); }")).toContain("specializes `tuple_size` after the kernel");
+    // an overload of a name C++ looks up unspelt (a range-for's begin) declared after the kernel
+    expect(await hazardOf("__global__ void k(float* p) { p[0] = 1; }\nnamespace ns { __device__ float* begin(Vec& v); }\n", "p[0] = 1; }")).toContain(
+      "declares `begin`",
+    );
+  });
+  test("a pragma operator in another kernel's body keeps the body", async () => {
+    const { bodyStays } = await import("../../../../src/frontends/cuda/slice-lookup.ts");
+    const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
+    const tu = '__global__ void k0(float* q) { _Pragma("pop_macro(\\"SCALE\\")") q[0] = 1; }\n__global__ void k(float* p) { p[0] = 1; }\n';
+    expect(bodyStays(tu, codeMask(tu), tu.indexOf("{"), tu.indexOf("}") + 1, tu.length)).toBe(true);
+  });
+  test("a confined build (an agent's, an eval candidate's, a received capture's) compiles the whole TU of a prefix slice", async () => {
+    const { regenerateSlice, CONFINED_WHOLE_TU } = await import("../../../../src/frontends/cuda/slice-confined.ts");
+    const { dir, manifest } = writeDemo(join(tempDir(), "cap"), false);
+    const meta = sliceMetaOf(manifest)!;
+    const r = regenerateSlice(dir, meta);
+    expect(r.action).toBe("removed");
+    expect(readFileSync(join(dir, "src", meta.slice), "utf8")).toContain(`sha256=none\n// not made: ${CONFINED_WHOLE_TU}`);
+  });
+});
