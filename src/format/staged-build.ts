@@ -4,7 +4,7 @@
  * bytes the gate approved, never the capture's files read again.
  */
 import { isEditorTemporary } from "./file-names.ts";
-import { closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, writeSync } from "node:fs";
+import { closeSync, constants, futimesSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { privateTempFolder } from "../cache.ts";
 import { KerncapError } from "../errors.ts";
@@ -176,7 +176,7 @@ function copySources(capture: string, folder: string): void {
         throw new KerncapError("E_UNSAFE_PATH", `${capture}/src holds more than ${SOURCES_MAX_FILES} files; a build copies its sources, at most that many`, {
           hint: "src/ holds the reproducer's sources: move data and build outputs out of it.",
         });
-      writeNew(join(folder, r), b, 0o600);
+      writeNew(join(folder, r), b, 0o600, st.mtime);
     }
   };
   walk("src");
@@ -185,11 +185,16 @@ function copySources(capture: string, folder: string): void {
 /** build.sh's record of a slice that did not build (templates/cuda/build.sh.hbs), beside the default module. */
 const SLICE_FAILED = "build/slice-failed.sha256";
 
-/** A new file at `path` (O_EXCL|O_NOFOLLOW: never an existing name, never through a link) holding `bytes`. */
-function writeNew(path: string, bytes: Uint8Array, mode: number): void {
+/**
+ * A new file at `path` (O_EXCL|O_NOFOLLOW: never an existing name, never through a link) holding
+ * `bytes`, with the modification time `mtime` where given (a source's: its `__TIMESTAMP__` is the
+ * capture's file's, as build.sh run in the capture reads it).
+ */
+function writeNew(path: string, bytes: Uint8Array, mode: number, mtime?: Date): void {
   const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
   try {
     writeSync(fd, bytes);
+    if (mtime) futimesSync(fd, mtime, mtime);
   } finally {
     closeSync(fd);
   }

@@ -38,7 +38,7 @@
  * compiles the slice made anew from the TU in its private copy, and an eval candidate carrying
  * another is refused (./slice-confined.ts).
  */
-import { existsSync, lstatSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, lstatSync, lutimesSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../../errors.ts";
@@ -445,7 +445,10 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
     // kerncap's slice of this text: build.sh compiles it (an edit by hand, its body= stamp differing, is said by build.sh)
     const text = old.toString("utf8");
     const problem = sliceEditedByHand(text) ? undefined : sliceProblem(meta, text, tuText, projectHeaders(dir, meta));
-    if (!problem) return { action: "fresh" };
+    if (!problem) {
+      sameTimestamp(dir, meta);
+      return { action: "fresh" };
+    }
     // its stamps say kerncap made it from this TU, and it is not what kerncap makes: stamps written over another text,
     // never an edit by hand (that one's body= differs): replaced
     log.warn(`${problem}: replaced by the slice kerncap makes from src/${meta.tu}`);
@@ -464,7 +467,22 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
     return { action: "removed", reason: s.reason };
   }
   writeInCapture(dir, slicePath, s.text);
+  sameTimestamp(dir, meta);
   return { action: "remade" };
+}
+
+/**
+ * The slice's modification time set to its TU's, so that `__TIMESTAMP__` (the main file's time)
+ * reads the same in the slice as in the whole TU (adversary 44). No link followed (lutimes); a
+ * failure leaves the time as it is.
+ */
+function sameTimestamp(dir: string, meta: SliceMeta): void {
+  try {
+    const tu = lstatSync(join(dir, "src", meta.tu));
+    if (tu.isFile()) lutimesSync(join(dir, "src", meta.slice), tu.atime, tu.mtime);
+  } catch {
+    // the slice's own time: __TIMESTAMP__ then differs, nothing else
+  }
 }
 
 /** The most bytes of headers projectHeaders reads (past it, no slice: see there). */

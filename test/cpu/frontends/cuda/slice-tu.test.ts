@@ -8,7 +8,7 @@
  * an edit leaves no slice (it compiled the "not made" slice, a file with no kernel, before).
  */
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeDemo } from "../../../../src/capture/demo.ts";
 import { kernelCodeSha256 } from "../../../../src/codeobj/kernel-code.ts";
@@ -38,7 +38,8 @@ const KERNEL = (scale: string) => `__global__ void saxpy(const Saxpy *p) {
 const BASE_FILE = `${HEAD}__host__ __device__ constexpr bool ends_slice(const char* s, int n) { return n > 9 && s[n - 9] == 's' && s[n - 8] == 'l'; }
 __device__ float sc(float a) { return ends_slice(__BASE_FILE__, sizeof(__BASE_FILE__)) ? a : 2.0f * a; }
 __device__ float sf(float a) { return sizeof(__FILE__) < 20 ? a : 3.0f * a; }
-${KERNEL("sf(sc(p->a))")}int main() { return 0; }
+__device__ float st(float a) { return __TIMESTAMP__[20] == '2' ? a : 5.0f * a; }
+${KERNEL("st(sf(sc(p->a)))")}int main() { return 0; }
 `;
 
 function capture() {
@@ -53,9 +54,11 @@ function build(dir: string, out: string): void {
 }
 
 describe.skipIf(!NVCC)("the slice compiles the whole TU's kernel", () => {
-  test("an edit reading __BASE_FILE__ and __FILE__: the slice's machine code is the whole TU's", () => {
+  test("an edit reading __BASE_FILE__, __FILE__ and __TIMESTAMP__: the slice's machine code is the whole TU's", () => {
     const c = capture();
     writeFileSync(c.tu, BASE_FILE);
+    const old = new Date("1999-01-01T00:00:00Z"); // a year the slice written now does not have: __TIMESTAMP__[20] is '1'
+    utimesSync(c.tu, old, old);
     expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
     build(c.dir, join(c.dir, "build", "slice.cubin"));
     expect(readFileSync(join(c.dir, "build", "slice-build.log"), "utf8")).not.toContain("redefined"); // its warning is not the user's
