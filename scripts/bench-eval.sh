@@ -21,7 +21,8 @@
 #     layout-change).
 # Figures in $KERNCAP_GPU_OUT/bench-eval.json (or the work folder), a summary on stdout.
 # Usage: scripts/bench-eval.sh [N]   (WORKERS, default 4 workers on GPU 0; EVAL_TIMEOUT, default 5 s;
-#        VALIDATE_TIMEOUT, default 20 s; BATCHES, default "cuda llmc triton-configs", "triton" adds
+#        VALIDATE_TIMEOUT, default 20 s; EVAL_FLAGS, more words for eval, e.g. --pruned (its builds from
+#        the pruned TU, off by default); BATCHES, default "cuda llmc triton-configs", "triton" adds
 #        edits; llmc needs .carry/llmc-src.tar.xz, scripts/make-llmc-tarball.sh, else it is skipped)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,7 +83,8 @@ for fe in $batches; do
   start_sampling "$work/$fe-eval.util"
   t0=$(now)
   set +e
-  "$bin" eval "$cap" "${all[@]}" --gpus 0 --workers-per-gpu "$workers" --timeout "$etimeout" --jsonl "$work/$fe-eval.jsonl" --json >"$work/$fe-eval.json" 2>"$work/$fe-eval.log"
+  # shellcheck disable=SC2086
+  "$bin" eval "$cap" "${all[@]}" --gpus 0 --workers-per-gpu "$workers" --timeout "$etimeout" ${EVAL_FLAGS:-} --jsonl "$work/$fe-eval.jsonl" --json >"$work/$fe-eval.json" 2>"$work/$fe-eval.log"
   echo $? >"$work/$fe-eval.rc"
   set -e
   t1=$(now)

@@ -95,8 +95,15 @@ export interface BuildSettings {
   confinedBy?: string;
   /** The trust gate of the candidate's private copy (CopyGate), asked once it is made, before its build. */
   gate?: CopyGate;
-  /** build.sh alone for every candidate (--full-build): no pruned build, no check. */
+  /** build.sh alone for every candidate (--full-build; the default unless `pruned`): no pruned build, no check. */
   fullBuild?: boolean;
+  /**
+   * The candidates' device code from the pruned TU once a check of the capture's own source found
+   * it gives the kernel build.sh's machine code (--pruned): checked once per eval, not for each
+   * candidate's source, which can hold what the pruned TU drops (adversary 45: a structured
+   * binding's std::tuple_size specialization in a header), so off unless asked for.
+   */
+  fromPruned?: boolean;
   /** The candidates' confined builds from the pruned TU, where the check found them fit (./pruned.ts); else build.sh alone. */
   pruned?: PrunedCandidates;
 }

@@ -488,13 +488,13 @@ async function candidateBuilder(o: EvalOptions, home: EvalInput, pending: Pendin
 }
 
 /**
- * The candidates' builds from the pruned TU (./pruned.ts), where some candidate is a source edit
- * (a tree, overlay, patch or file) and --full-build is not given; undefined: build.sh builds them.
+ * The candidates' builds from the pruned TU (./pruned.ts), where --pruned asks for them and some
+ * candidate is a source edit (a tree, overlay, patch or file); undefined: build.sh builds them.
  * @throws KerncapError E_INTERRUPTED (a stop signal during the check)
  */
 async function prunedBuilds(o: EvalOptions, home: EvalInput, pending: Pending[]): Promise<PrunedCandidates | undefined> {
   const sources = pending.filter(({ c }) => !c.refused && c.kind !== "flags" && c.kind !== "config").length;
-  if (o.build.fullBuild || !sources) return undefined;
+  if (!o.build.fromPruned || o.build.fullBuild || !sources) return undefined;
   try {
     return await PrunedCandidates.prepare(home.dir, home.manifest, {
       candidates: sources,

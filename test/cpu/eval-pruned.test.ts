@@ -55,7 +55,7 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     mkdirSync(join(outside, ".."), { recursive: true });
     writeFileSync(outside, `#include "/etc/passwd"\n${readFileSync(twice, "utf8")}`);
 
-    const r = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, broken, outside, "--build-only", "--json", "--verbose", "--jobs", "1"], {
+    const r = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, broken, outside, "--build-only", "--json", "--verbose", "--jobs", "1", "--pruned"], {
       env,
       stdout: "pipe",
       stderr: "pipe",
@@ -84,14 +84,14 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     expect(o).toMatchObject({ verdict: "error", code: "E_CONFINED" });
     expect(o.reason).not.toContain("root:");
 
-    // the same candidate by build.sh: the kernel's machine code is the pruned build's
-    const f = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, "--build-only", "--json", "--full-build"], { env, stdout: "pipe", stderr: "pipe" });
+    // the same candidate by build.sh (the default: no --pruned): the kernel's machine code is the pruned build's
+    const f = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, "--build-only", "--json"], { env, stdout: "pipe", stderr: "pipe" });
     expect(f.exitCode, f.stderr.toString()).toBe(0);
     const ft = records(f.stdout.toString())[0];
     expect(ft).toMatchObject({ verdict: "built", build: { builder: "build.sh", module: "build/kernel.cubin", registers: t.build.registers } });
     expect(f.stderr.toString()).not.toContain("pruned TU");
     // too few candidates to repay a check of its own (under two rounds of --jobs builds, no record of validate's): build.sh alone
-    const few = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, "--build-only", "--json", "--verbose", "--jobs", "2"], {
+    const few = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, "--build-only", "--json", "--verbose", "--jobs", "2", "--pruned"], {
       env,
       stdout: "pipe",
       stderr: "pipe",
@@ -116,7 +116,7 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     writeFileSync(checkFile, JSON.stringify({ ...rec, costs: { cpus: rec.costs.cpus, buildSh: 9, pruned: 1 } }));
     const twice = candidate(root, dir, "twice", (l) => `${l} * 2.0f`);
     const thrice = candidate(root, dir, "thrice", (l) => `${l} * 3.0f`);
-    const r = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, thrice, "--build-only", "--json", "--verbose", "--jobs", "1"], {
+    const r = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, thrice, "--build-only", "--json", "--verbose", "--jobs", "1", "--pruned"], {
       env,
       stdout: "pipe",
       stderr: "pipe",

@@ -191,8 +191,13 @@ export default defineCommand({
     jobs: { type: "string", description: "Builds at once (default: the CPU count)", valueHint: "N" },
     "full-build": {
       type: "boolean",
+      description: "Build every candidate by the capture's build.sh (the default: kept for scripts that say it)",
+      default: false,
+    },
+    pruned: {
+      type: "boolean",
       description:
-        "Build every candidate by the capture's build.sh (default: a CUDA candidate's device code from the pruned TU, confined as build.sh's build is, once a check found it gives the kernel build.sh's machine code and costs less)",
+        "A CUDA candidate's device code from the pruned TU, once a check of the capture's own source found it gives the kernel build.sh's machine code (faster; checked once, not for each candidate: for candidates you wrote, not a generator's)",
       default: false,
     },
     "build-only": {
@@ -316,6 +321,7 @@ export default defineCommand({
           force: Boolean(args["allow-version-mismatch"]),
           ...(args.grid !== undefined ? { grid: String(args.grid) } : {}),
           ...(args["full-build"] ? { fullBuild: true } : {}),
+          ...(args.pruned ? { fromPruned: true } : {}),
         },
         ...(args.jsonl !== undefined ? { jsonl: String(args.jsonl) } : {}),
         resume: Boolean(args.resume),

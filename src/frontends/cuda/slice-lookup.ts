@@ -60,10 +60,12 @@ interface DeclarationHeads {
   words: string[];
   /** Reserved names (`__X`, `_X`) called in a head that are not CUDA's or the compiler's words: a system header's macro (`__CONCAT`). */
   reservedCalls: string[];
+  /** The heads that declare something other than a host function or a host variable (a device entity, a type, a template, a specialization), trimmed. */
+  notHost: string[];
 }
 
 function declarationHeads(mask: string, end: number, stop = mask.length): DeclarationHeads {
-  const found = { declared: new Set<string>(), words: new Set<string>(), reservedCalls: new Set<string>() };
+  const found = { declared: new Set<string>(), words: new Set<string>(), reservedCalls: new Set<string>(), notHost: [] as string[] };
   const scope: boolean[] = []; // per open brace: whether it is a namespace's or an extern "C" block's
   let head = end; // where the current declaration began
   let headEnd = -1; // where an initializer `=` ended the current head, or -1
@@ -73,6 +75,7 @@ function declarationHeads(mask: string, end: number, stop = mask.length): Declar
     const h = mask.slice(head, headEnd >= 0 ? headEnd : to);
     if (/^\s*(?:inline\s+)?namespace\b/.test(h) || /^\s*extern\s*$/.test(h)) return;
     const d = declaredIn(h);
+    if (!d.host && h.trim()) found.notHost.push(h.trim().replace(/\s+/g, " ").slice(0, 80));
     for (const w of d.declared) found.declared.add(w);
     for (const w of d.words) found.words.add(w);
     for (const m of h.matchAll(/\b(_[_A-Z]\w*)\s*\(/g)) if (!NOT_A_NAME.has(m[1]!)) found.reservedCalls.add(m[1]!);
@@ -112,7 +115,7 @@ function declarationHeads(mask: string, end: number, stop = mask.length): Declar
       depth = 0;
     }
   }
-  return { declared: [...found.declared], words: [...found.words], reservedCalls: [...found.reservedCalls] };
+  return { declared: [...found.declared], words: [...found.words], reservedCalls: [...found.reservedCalls], notHost: found.notHost };
 }
 
 /**
@@ -124,7 +127,7 @@ function declarationHeads(mask: string, end: number, stop = mask.length): Declar
  * nor an array, nor for a host function: device code cannot use them), and every other word of the head that is not a
  * keyword (sliceHazard asks which of them are macros: a macro can spell any name).
  */
-function declaredIn(head: string): { declared: string[]; words: string[] } {
+function declaredIn(head: string): { declared: string[]; words: string[]; host: boolean } {
   let h = stripTemplateParameters(head);
   // a host variable that is neither constant nor an array (`cudaDeviceProp deviceProp;`, llm.c's, declared extern in a
   // header): device code cannot read it, nor see anything of it that its earlier declaration did not give
@@ -147,7 +150,7 @@ function declaredIn(head: string): { declared: string[]; words: string[] } {
   for (let k = 0; k < 8 && /[()[\]]/.test(h); k++) h = h.replace(/\([^()]*\)|\[[^\[\]]*\]/g, " ");
   const words = [...h.matchAll(/[A-Za-z_]\w*/g)].map((m) => m[0]).filter((w) => w === "operator" || w === "using" || !NOT_A_NAME.has(w));
   const declared = new Set<string>();
-  if (hostVariable || hostFunction) return { declared: [], words };
+  if (hostVariable || hostFunction) return { declared: [], words, host: true };
   for (const w of words) if (w === "operator" || w === "using") declared.add(w);
   const key = /\b(?:struct|class|union|enum(?:\s+(?:class|struct))?)\s+(?:__align__\s*|alignas\s*|__attribute__\s*)*([A-Za-z_]\w*)/.exec(h);
   if (key) declared.add(key[1]!);
@@ -159,7 +162,7 @@ function declaredIn(head: string): { declared: string[]; words: string[] } {
     declared.add(last[2]!);
     for (const q of last[1]!.matchAll(/[A-Za-z_]\w*/g)) declared.add(q[0]);
   }
-  return { declared: [...declared], words };
+  return { declared: [...declared], words, host: false };
 }
 
 /** A declaration's head without its `template <…>` parameter lists (their names are the template's own). */
@@ -351,8 +354,8 @@ function namespaceScope(mask: string): string {
  * could see: its code at namespace scope, the macros called there expanded (those of the TU and of
  * the project headers it includes, `context`), may hold explicit instantiations (`template void
  * f<T>(…);`, `extern template …`, as ggml's `DECL_MMQ_CASE(…)` expands to), host functions and
- * host variables (ggml's mmq.cu), and declarations of names no header it includes names, nothing
- * else; no `#include` may follow it (the slice instantiates the kernel after every include, the TU
+ * host variables (ggml's mmq.cu) whose names no header it includes names, nothing else (no device
+ * variable, type, template or specialization: adversary 45); no `#include` may follow it (the slice instantiates the kernel after every include, the TU
  * where its code stands); a `friend` in the TU or those headers, an include named by a macro, or a
  * macro kerncap cannot expand at namespace scope, makes no slice.
  */
@@ -373,8 +376,14 @@ export function instantiationHazard(tuText: string, mask: string, context: Slice
   // explicit instantiations name what they instantiate: they declare nothing new
   const declarations = expanded.replace(/(?:^|(?<=[;}]))\s*(?:extern\s+)?template\s+(?!<)[^;{}]*;/g, " ");
   const named = new Set(headers.flatMap((h) => h.mask.match(/[A-Za-z_]\w*/g) ?? []));
-  return headHazard(declarationHeads(declarations, 0), "in its own code", (n) => named.has(n), macros)?.replace(
+  const heads = declarationHeads(declarations, 0);
+  const hazard = headHazard(heads, "in its own code", (n) => named.has(n), macros)?.replace(
     "which the code before it names",
     "which a header it includes names",
   );
+  if (hazard) return hazard;
+  // anything else than host code and explicit instantiations: a device variable moves the module's constant-bank slots,
+  // a specialization of std::tuple_size changes a structured binding in the kernel without its name being spelt (adversary 45)
+  if (heads.notHost.length) return `declares \`${heads.notHost[0]}\` in its own code, which is neither host code nor an explicit instantiation`;
+  return undefined;
 }

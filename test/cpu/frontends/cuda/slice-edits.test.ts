@@ -235,6 +235,12 @@ template <int N> void launch(float* p) { kern<N><<<1, 1>>>(p); }
     expect(at("#define PASTE(a, b) a##b\nPASTE(pi, ck)(int, int);\n")).toContain("macros kerncap does not expand");
     expect(at('DECL_CASE(3);\n#include "late.cuh"\n')).toContain("includes a file after its own code");
     expect(at("template <int N> struct setter { friend constexpr int get(int) { return N; } };\n")).toContain("friend");
+    // adversary 45: a device variable no header names (it moves the module's constant-bank slots), a specialization of a
+    // std template no header spells (a structured binding's tuple_size)
+    expect(at("DECL_CASE(3);\n__device__ int kc_pad;\n")).toContain("neither host code nor an explicit instantiation");
+    expect(at("namespace std { template <> struct tuple_size<Pair> { static constexpr int value = 2; }; }\n")).toContain(
+      "neither host code nor an explicit instantiation",
+    );
   });
 });
 
