@@ -23,6 +23,7 @@ import { notOwnFile } from "../user-group.ts";
 import { RECEIVED_MARK } from "../format/file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { log } from "../log.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { plural } from "../util/format.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
 import { BASELINE_FILE, baselineEntry, readBaseline, requireBaselineFile, withTimings, writeBaseline, writeRunBaseline, type Baseline } from "./baseline.ts";
@@ -292,8 +293,11 @@ async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir
 async function capturesOfShard(o: CheckOptions): Promise<CaptureRef[]> {
   const found = await discoverCaptures(o.paths);
   for (const p of found.passedOver) {
-    if (p.warn) log.warn(`passed over ${p.path}: ${p.reason}`);
-    else log.info(`passed over ${p.path}: ${p.reason}`);
+    // a folder's name is another user's text: one line on the terminal, whatever it holds (adversary 46: a newline in it)
+    const where = escapeForTerminal(p.path, { oneLine: true });
+    const why = escapeForTerminal(p.reason, { oneLine: true });
+    if (p.warn) log.warn(`passed over ${where}: ${why}`);
+    else log.info(`passed over ${where}: ${why}`);
   }
   if (!found.captures.length)
     throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, {

@@ -16,6 +16,7 @@ import { shellPath } from "../util/shell-quote.ts";
 import { join } from "node:path";
 import { fstatSync, realpathSync } from "node:fs";
 import { KerncapError } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 import type { Manifest } from "./manifest.ts";
 import { notYours, receivedBecause } from "./received.ts";
 import { approveBuild, approvedDigest } from "./staged-build.ts";
@@ -122,7 +123,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const show = () => {
     if (!o.inMessage)
       process.stderr.write(
-        `──── ${o.name ?? key.dir}: what the build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`,
+        `──── ${escapeForTerminal(o.name ?? key.dir, { oneLine: true })}: what the build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`,
       );
   };
   if (typeof trust === "string") {
@@ -234,7 +235,10 @@ export function requireTrustedCopy(dirArg: string, copy: string, m: Manifest, tr
   }
   const names = runs.files.map((f) => f.name).join(", ");
   const shown = `${shownNotStock(runs)}${shownFiles(runs, o.inMessage ? BUILD_SH_IN_MESSAGE : undefined)}${shownInterpreter(runs)}`;
-  if (!o.inMessage) process.stderr.write(`──── ${o.name}: what its build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shown}`);
+  if (!o.inMessage)
+    process.stderr.write(
+      `──── ${escapeForTerminal(o.name, { oneLine: true })}: what its build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shown}`,
+    );
   throw new KerncapError(
     "E_UNTRUSTED",
     `${o.name} changes files that the build of the received capture ${dirArg} runs (${names}; sha256 ${runs.digest}, not a digest the user trusted): nothing of it was run` +

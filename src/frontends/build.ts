@@ -265,10 +265,14 @@ export function assertRebuildWritable(dir: string): void {
     try {
       accessSync(p, constants.W_OK);
     } catch {
-      throw new KerncapError("E_IO", `${p} is not writable: a rebuild writes its outputs into the capture folder (build/)`, {
-        // a copy through pack and unpack, never cp -r: unpack marks it received, so its build.sh (another user's) runs only once trusted (trial 11)
-        hint: `Make a copy of your own and rebuild there: kerncap pack ${shellPath(dir)} -o ~/caps/copy.zip && kerncap unpack ~/caps/copy.zip -o ~/caps/copy (a received capture: its build runs once you trust what it shows). Replay and inspect work on a read-only capture.`,
-      });
+      throw new KerncapError(
+        "E_IO",
+        `${escapeForTerminal(p, { oneLine: true })} is not writable: a rebuild writes its outputs into the capture folder (build/)`,
+        {
+          // a copy through pack and unpack, never cp -r: unpack marks it received, so its build.sh (another user's) runs only once trusted (trial 11)
+          hint: `Make a copy of your own and rebuild there: kerncap pack ${shellPath(dir)} -o ~/caps/copy.zip && kerncap unpack ~/caps/copy.zip -o ~/caps/copy (a received capture: its build runs once you trust what it shows). Replay and inspect work on a read-only capture.`,
+        },
+      );
     }
   }
 }

@@ -184,6 +184,14 @@ describe("copies of one identity in a shared corpus (trial 20: another user's NA
       expect(err).toContain("belongs to another user (uid 4242)");
       expect(err).not.toContain("\x1b]0;PWN");
       expect(err).toContain("2 captures could not be checked");
+      // a newline in another user's folder name stays in its line (adversary 46: a forged "[kerncap] ✔" line after it)
+      const forged = join(root, "zz\n[kerncap] ✔ all verified");
+      await makeCapture(forged);
+      await packCapture(other, `${forged}.zip`);
+      chownSync(`${forged}.zip`, 4242, 4242);
+      const nl = await stderrOf(() => runCli(["check", root, "--results", join(tempDir(), "r2"), "--print-summary", "none"]));
+      expect(nl.err).toContain("passed over");
+      expect(nl.err).not.toContain("\n[kerncap] ✔ all verified");
       // two copies of another user's (none of the user's): both passed over with a warning, nothing of the user's stopped (trial 23)
       chownSync(join(root, "vcap"), 4242, 4242);
       chownSync(zip, 4343, 4343);
