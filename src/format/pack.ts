@@ -8,6 +8,7 @@ import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, 
 import { basename, join, posix, resolve, sep } from "node:path";
 import { CLEAN_PARTS, staleCleanHolder } from "../leftovers.ts";
 import { KerncapError, whileReading } from "../errors.ts";
+import { escapeForTerminal } from "../escape.ts";
 import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -41,6 +42,9 @@ import {
   UTF8,
 } from "./archive-common.ts";
 import { isPackArchive } from "./unpack.ts";
+
+/** A path in a message: its file names are the folder's owner's text, one line on the terminal whatever they hold (adversary 46). */
+const oneLine = (p: string) => escapeForTerminal(p, { oneLine: true });
 
 /**
  * Files and folders under dir (relative, `/`-separated, sorted): what pack archives. A symbolic
@@ -80,15 +84,19 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
         name = UTF8.decode(raw);
       } catch {
         const shown = `${rel ? `${rel}/` : ""}${escapedName(raw)}`;
-        throw new KerncapError("E_PACK_NAME", `${join(dir, shown)}: the file name is not UTF-8, which a zip entry name must be`, {
+        throw new KerncapError("E_PACK_NAME", `${oneLine(join(dir, shown))}: the file name is not UTF-8, which a zip entry name must be`, {
           hint: `Rename it (e.g. mv with a UTF-8 name) or remove it, then pack again; it is not a file the manifest lists.`,
         });
       }
       // unpack refuses a backslash in an entry name (a Windows path separator: a way out of the folder)
       if (name.includes("\\")) {
-        throw new KerncapError("E_PACK_NAME", `${join(dir, rel, name)}: the file name holds a backslash, which kerncap unpack refuses in an entry name`, {
-          hint: "Rename it without the backslash (or remove it), then pack again.",
-        });
+        throw new KerncapError(
+          "E_PACK_NAME",
+          `${oneLine(join(dir, rel, name))}: the file name holds a backslash, which kerncap unpack refuses in an entry name`,
+          {
+            hint: "Rename it without the backslash (or remove it), then pack again.",
+          },
+        );
       }
       names.push(name);
     }
@@ -97,7 +105,7 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
         // a sparse file NAME is archived as NAME.kcsparse: the two entries would collide
         throw new KerncapError(
           "E_PACK_NAME",
-          `${join(dir, rel, name)}: its name is that of the entry of ${name.slice(0, -SPARSE_SUFFIX.length)} when that file is sparse`,
+          `${oneLine(join(dir, rel, name))}: its name is that of the entry of ${oneLine(name.slice(0, -SPARSE_SUFFIX.length))} when that file is sparse`,
           { hint: `Rename it (any name not ending in ${SPARSE_SUFFIX}), then pack again.` },
         );
       }
@@ -109,7 +117,7 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
       }
       const why = unportableName(name);
       if (why)
-        throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, {
+        throw new KerncapError("E_PACK_NAME", `${oneLine(dir)}: ${escapedForMessage(r)}: the name ${why}, which kerncap unpack refuses`, {
           hint: "Rename it with letters, digits and ._+- only (or remove it), then pack again.",
         });
       let st: Stats;
@@ -121,7 +129,7 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
       if (st.isSymbolicLink()) {
         throw new KerncapError(
           "E_PACK_LINK",
-          `${join(dir, r)} is a symbolic link (to ${linkTarget(dir, r)}): pack archives only the regular files inside the folder`,
+          `${oneLine(join(dir, r))} is a symbolic link (to ${linkTarget(dir, r)}): pack archives only the regular files inside the folder`,
           {
             hint: "Replace the link with the file or folder itself (cp -rL, or mv its target into its place) if it belongs to the capture, or remove it; then pack again.",
           },
@@ -133,15 +141,19 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
         resolveInCapture(dir, r); // a hard link: E_UNSAFE_PATH
         const foreign = foreignEntry(r, members); // no module or program outside src/: what unpack refuses (src/format/archive-common.ts)
         if (foreign)
-          throw new KerncapError("E_PACK_NAME", `${dir}: ${escapedForMessage(r)} ${foreign}, which kerncap unpack refuses`, {
+          throw new KerncapError("E_PACK_NAME", `${oneLine(dir)}: ${escapedForMessage(r)} ${foreign}, which kerncap unpack refuses`, {
             hint: "Move it under src/ or out of the capture folder, then pack again.",
           });
         out.files.push(r);
       } else {
         // a FIFO, a socket, a device: not a capture's file, and leaving it out silently would ship a different folder
-        throw new KerncapError("E_PACK_LINK", `${join(dir, r)} is ${fileKind(st)}: pack archives only the regular files and folders inside the folder`, {
-          hint: "Remove it (it is not a file kerncap writes), then pack again.",
-        });
+        throw new KerncapError(
+          "E_PACK_LINK",
+          `${oneLine(join(dir, r))} is ${fileKind(st)}: pack archives only the regular files and folders inside the folder`,
+          {
+            hint: "Remove it (it is not a file kerncap writes), then pack again.",
+          },
+        );
       }
     }
   };
@@ -277,7 +289,7 @@ async function pack(dirArg: string, outArg: string, opts: PackOptions, tick: () 
       "E_PACK_NAME",
       opts.root !== undefined
         ? `--name ${escapedForMessage(root)} ${rootWhy}, which kerncap unpack refuses as an archive's root`
-        : `${dir}: the folder's name ${escapedForMessage(root)} ${rootWhy}, which kerncap unpack refuses as an archive's root`,
+        : `${oneLine(dir)}: the folder's name ${escapedForMessage(root)} ${rootWhy}, which kerncap unpack refuses as an archive's root`,
       { hint: "Name the archive's root folder with --name NAME (letters, digits and ._+-), or copy the folder to such a name and pack that." },
     );
   const m = readManifest(dir);

@@ -497,6 +497,12 @@ describe("pack / unpack", () => {
     const e = await error(() => packCapture(spaced, join(root, "a.zip")));
     expect(e.code).toBe("E_PACK_NAME");
     expect(e.hint).toContain("--name NAME");
+    // a newline in the name stays in the message's one line (adversary 46: a forged line after it)
+    const forged = join(root, "x\nFAKE ok line");
+    await makeCapture(forged);
+    const f = await error(() => packCapture(forged, join(root, "f.zip")));
+    expect(f.code).toBe("E_PACK_NAME");
+    expect(f.message).not.toContain("\nFAKE");
     const p = await packCapture(spaced, join(root, "a.zip"), { root: "my-cap" });
     expect((await readPackIndex(p.archive)).root).toBe("my-cap");
     const u = await unpackArchive(p.archive, join(root, "back"));
