@@ -93,9 +93,7 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
         throw new KerncapError(
           "E_PACK_NAME",
           `${oneLine(join(dir, rel, name))}: the file name holds a backslash, which kerncap unpack refuses in an entry name`,
-          {
-            hint: "Rename it without the backslash (or remove it), then pack again.",
-          },
+          { hint: "Rename it without the backslash (or remove it), then pack again." },
         );
       }
       names.push(name);
