@@ -1,12 +1,14 @@
 /**
- * What a prefix slice (./slice.ts) cannot see: declarations after the cut that a call before it
- * could still find. C++ looks a template's dependent call up again where the TU ends (the point of
- * instantiation of a function template, by argument-dependent lookup), so an overload defined after
- * the kernel can change the kernel the TU compiles while the slice, cut at the kernel, compiles
- * the one without it (adversary 39: `pick(s, 0)` in a template, `pick(const S&, int)` returning 7
- * defined after the kernel: the TU computed 7·a·x+y, the slice a·x+y).
+ * When a slice of a CUDA TU (./slice.ts) could compile another kernel than the whole TU, so that
+ * none is made. A prefix slice (sliceHazard, bodyStays): C++ looks a template's dependent call up
+ * again where the TU ends, so an overload, a specialization, a class completed after the kernel can
+ * change the kernel the TU compiles while the slice, cut at the kernel, compiles the one without it
+ * (adversary 39: `pick(s, 0)` in a template, `pick(const S&, int)` returning 7 defined after the
+ * kernel: the TU computed 7·a·x+y, the slice a·x+y; rounds 40 to 45 found the rest of the rules).
+ * An instantiation slice (instantiationHazard): the TU's own code, which it leaves out, must add
+ * nothing the kernel sees. What no rule here excludes (cicc's whole-program optimizations) is why
+ * an agent's build compiles the whole TU (./slice-confined.ts; docs/design-notes.md).
  */
-
 import { expandMacros, holdsDirective, includeClosure, macroTable, type MacroTable, type SliceHeader } from "./slice-directives.ts";
 
 export type { SliceHeader } from "./slice-directives.ts";
@@ -39,15 +41,6 @@ const NOT_A_NAME = new Set(
 );
 
 /**
- * What the declarations at namespace scope after `end` name in their heads (from where a declaration
- * begins to its `{`, `;` or initializer `=`; template parameter lists, parenthesized groups and
- * brackets left out, so a parameter's type or an attribute's argument is not one): the declared name
- * (`struct Tag {…}`, `enum class E : int {…}`, `const int C::v = 2;`, `float g(W, int)`,
- * `Box(float) -> Box<double>;`), the classes it qualifies or derives from, and the macros that spell
- * one. The heads of `namespace` and `extern "C"` blocks name nothing; `operator` and `using` are
- * words of their own.
- */
-/**
  * Names C++ looks up without the code spelling them: a range-for's `begin`/`end`, a structured
  * binding's `get`, `tuple_size`, `tuple_element`, `swap` of the standard algorithms, `size`/`data`
  * of the ranges: a declaration of one after the kernel counts as one the code before names.
@@ -64,6 +57,15 @@ interface DeclarationHeads {
   notHost: string[];
 }
 
+/**
+ * What the declarations at namespace scope after `end` name in their heads (from where a declaration
+ * begins to its `{`, `;` or initializer `=`; template parameter lists, parenthesized groups and
+ * brackets left out, so a parameter's type or an attribute's argument is not one): the declared name
+ * (`struct Tag {…}`, `enum class E : int {…}`, `const int C::v = 2;`, `float g(W, int)`,
+ * `Box(float) -> Box<double>;`), the classes it qualifies or derives from, and the macros that spell
+ * one. The heads of `namespace` and `extern "C"` blocks name nothing; `operator` and `using` are
+ * words of their own.
+ */
 function declarationHeads(mask: string, end: number, stop = mask.length): DeclarationHeads {
   const found = { declared: new Set<string>(), words: new Set<string>(), reservedCalls: new Set<string>(), notHost: [] as string[] };
   const scope: boolean[] = []; // per open brace: whether it is a namespace's or an extern "C" block's
