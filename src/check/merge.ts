@@ -4,6 +4,7 @@
  * verified, the shards' coverage of the run checked (missingShards), timed again against a
  * --baseline, with its --write-baseline and JUnit XML.
  */
+import { escapeForTerminal } from "../escape.ts";
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import * as v from "valibot";
@@ -64,7 +65,7 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string } {
     r.output.forEach((x, i) => {
       const problem = recordProblem(x);
       if (problem)
-        throw new KerncapError("E_RESULTS", `${path}, captures[${i}]: ${problem}`, {
+        throw new KerncapError("E_RESULTS", `${escapeForTerminal(path, { oneLine: true })}, captures[${i}]: ${problem}`, {
           hint: "The document was altered or is not kerncap check's; give the shards' own results files.",
         });
     });
@@ -95,7 +96,7 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string } {
   const { records, truncated, validBytes } = parseResults(path, text, MERGE_AUTH_HINT);
   if (truncated && validBytes < Buffer.byteLength(text)) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
   if (!records.length) {
-    throw new KerncapError("E_RESULTS", `${path} holds no check record`, {
+    throw new KerncapError("E_RESULTS", `${escapeForTerminal(path, { oneLine: true })} holds no check record`, {
       hint: "A shard that stopped before its first capture leaves an empty results file, and a file that is not kerncap check's has none: run that shard again (--resume), or leave the file out.",
     });
   }

@@ -10,7 +10,7 @@
  * back only with a valid one: a record without, or changed after it was written, is refused
  * (E_RECORD_AUTH), whatever its numbers say.
  */
-import { jsonText } from "../escape.ts";
+import { escapeForTerminal, jsonText } from "../escape.ts";
 import {
   closeSync,
   constants,
@@ -98,7 +98,9 @@ export function parseRecords<R>(
   kind: RecordKind<R>,
   authHint: string,
 ): { records: R[]; validBytes: number; truncated: boolean; markers: string[] } {
-  const damaged = (line: number, why: string) => new KerncapError("E_RESULTS", `${path}, line ${line}: ${why}`, { hint: kind.hint });
+  // the file's name is whoever named it: one line on the terminal (adversary 47: a newline in it)
+  const shown = escapeForTerminal(path, { oneLine: true });
+  const damaged = (line: number, why: string) => new KerncapError("E_RESULTS", `${shown}, line ${line}: ${why}`, { hint: kind.hint });
   // no key, no record taken (a file of none needs none)
   const key = text.length ? keyForReading(path, authHint) : undefined;
   const records: R[] = [];
@@ -116,7 +118,7 @@ export function parseRecords<R>(
       const json = JSON.parse(body);
       if (kind.marker && json?.schema === kind.marker) {
         const forged = recordAuthProblem(kind.marker, json, key!);
-        if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, line ${line}: ${forged}`, { hint: authHint });
+        if (forged) throw new KerncapError("E_RECORD_AUTH", `${shown}, line ${line}: ${forged}`, { hint: authHint });
         if (typeof json.shard !== "string" || !/^\d+\/\d+$/.test(json.shard)) throw new Error("a shard marker whose shard is not K/N");
         marker = json.shard;
       } else if (json?.schema !== kind.schema)
@@ -131,7 +133,7 @@ export function parseRecords<R>(
       // who wrote it, before what it says: a made-up record may hold any numbers a run could give
       if (marker === undefined) {
         const forged = recordAuthProblem(kind.schema, json, key!);
-        if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, line ${line}: ${forged}`, { hint: authHint });
+        if (forged) throw new KerncapError("E_RECORD_AUTH", `${shown}, line ${line}: ${forged}`, { hint: authHint });
         const r = v.safeParse(kind.record, json);
         if (!r.success) throw new Error(`${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`);
         const problem = kind.problem?.(r.output);

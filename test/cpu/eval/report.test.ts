@@ -193,6 +193,10 @@ test("a record whose numbers no run gives (speedup 1e999, low above high, negati
     // --resume reads its results file through the same check (src/check/results.ts RecordLog.openKind)
     expect(() => parseRecords(f, `${line("fast.cu")}\n${bad}\n${line("fast.cu")}\n`, EVAL_RECORDS, EVAL_RECORDS.resumeAuthHint), name).toThrow(why);
   }
+  // a results file named with a newline stays one line in the message (adversary 47: a forged line after it)
+  expect(() => parseRecords("s2\nFAKE.jsonl", `${line("fast.cu")}\n${cases[0]![1]}\n${line("fast.cu")}\n`, EVAL_RECORDS, EVAL_RECORDS.resumeAuthHint)).toThrow(
+    /^s2\\nFAKE\.jsonl, line 2: /,
+  );
 });
 
 test("each ranked candidate carries the code of the record its reason is of (nu7 #20: agent-skill.md said candidates[] give code; only records[] did), null for a match", () => {
