@@ -24,23 +24,33 @@ dir="$here"
 mkdir -p -m 0755 "$dir/build" # no group write whatever the umask: a group-writable build/ makes the capture received
 case "$dir" in
   *[!A-Za-z0-9._+/-]*)
-    here="$(mktemp -d)"
-    trap 'rm -rf "$here"' EXIT
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    here="$tmp"
     ln -s "$dir/src" "$here/src"
     ln -s "$dir/build" "$here/build"
     ;;
 esac
 cd "$here"
 out="${1:-$here/build/kernel.cubin}"
+out="${out/#"$dir/"/"$here/"}" # an OUTPUT given in this folder: through the temporary one's link
+top="$here"
+# From here on the sources are named from this folder (src/<tu>, ./src/… in the flags): the path nvcc
+# is given reaches the kernel as __builtin_FILE() and std::source_location (read from the compiler's
+# line markers; -fmacro-prefix-map remaps only __FILE__ and __BASE_FILE__), so it reads the same in
+# every folder this capture builds in: its own, a copy, kerncap's private build folder, the temporary one
+here=.
 mkdir -p "$(dirname "$out")"
 # no earlier module left at OUTPUT by a build that fails (nu12 #7: replay --against timed the old kernel)
 rm -f "$out"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-# __FILE__ and __BASE_FILE__ read src/… whatever folder this is (-fmacro-prefix-map), in the whole TU
-# and in the slice alike (the slice names itself after the TU: its #line, and its __BASE_FILE__ below);
-# nvcc pastes the option into a shell unquoted: only for a folder with a plain path
-prefixmap=""
-case "$here" in *[!A-Za-z0-9._+/-]*) ;; *) prefixmap="-Xcompiler=-fmacro-prefix-map=$here/=" ;; esac
+# __FILE__ and __BASE_FILE__ read src/… (./src/… of an -I folder mapped), in the whole TU and in the
+# slice alike (the slice names itself after the TU: its #line, and its __BASE_FILE__ below)
+prefixmap="-Xcompiler=-fmacro-prefix-map=./="
+# __DATE__ and __TIME__ read the same whenever and wherever the capture builds (the preprocessor's
+# reproducible-build clock: Jan  1 1970 00:00:00): a kernel that reads them cannot build one way when
+# it is judged and another way later
+export SOURCE_DATE_EPOCH=0
 compile() { # compile SOURCE OUTPUT [NVCC WORD…]
   local source="$1" output="$2"
   shift 2
@@ -50,8 +60,8 @@ compile() { # compile SOURCE OUTPUT [NVCC WORD…]
     "$source" -o "$output" >&2
 }
 cubin="$out"
-tu="$here/src/"saxpy.cu
-slice="$here/src/"saxpy.kerncap-slice.cu
+tu="src/"saxpy.cu
+slice="src/"saxpy.kerncap-slice.cu
 failed="$(dirname "$out")/slice-failed.sha256"
 have="$( (sha256sum <"$tu" || shasum -a 256 <"$tu") 2>/dev/null | cut -d' ' -f1 || true)"
 made="$(sed -n '1s/.* sha256=\([0-9a-f]*\).*/\1/p' "$slice" 2>/dev/null || true)"
@@ -70,9 +80,6 @@ elif [ -n "$edited" ]; then
   src="$slice"
 elif [ -f "$failed" ] && [ "$(cat "$failed")" = "$have" ]; then
   echo "kerncap: the slice did not build for this text of src/saxpy.cu: compiling the whole TU" >&2
-elif [ -z "$prefixmap" ]; then
-  # its __FILE__ would read src/…, the whole TU's this folder's path: an edit could tell the two apart
-  echo "kerncap: this folder's path holds characters other than letters, digits and ._+/-: compiling the whole TU" >&2
 else
   src="$slice"
 fi
@@ -80,7 +87,7 @@ if [ "$src" = "$slice" ]; then
   # the slice's messages go to a log, passed on when it builds (its warnings; nvcc --dryrun's steps,
   # which the pruned build reads); when it fails, the whole TU's own messages say the error once
   slicelog="$(dirname "$out")/slice-build.log"
-  shown="${slicelog#"$here/"}"
+  shown="${slicelog#"$top/"}"
   # 0600: the compiler's messages may quote a file it read (an #include of a private one)
   rm -f "$slicelog" && (umask 077 && : >"$slicelog")
   if compile "$slice" "$cubin" '-D__BASE_FILE__="src/saxpy.cu"' -Xcompiler=-Wno-builtin-macro-redefined 2>"$slicelog"; then
@@ -101,4 +108,4 @@ else
   compile "$tu" "$cubin"
 fi
 # the module's path last (in this folder, not the temporary one), as every reproducer's build.sh prints it
-echo "${out/#"$here"/"$dir"}"
+echo "${out/#"$top"/"$dir"}"

@@ -467,12 +467,12 @@ async function speculate(
     base.parsed ??= parseBase(base.text);
     mark("parseBase");
     // the changed sources that the TU read (a TU copy that kerncap's slice was remade from is not one)
-    const read = new Set(base.parsed.entries.map((e) => resolve(e.file)));
+    const read = new Set(base.parsed.entries.map((e) => resolve(dir, e.file))); // build.sh names its sources src/… from the capture's folder
     const changed = [...sources].filter(([p, t]) => base.sources.get(p) !== t && read.has(p)).map(([p]) => p);
     if (changed.length !== 1) return miss(`${changed.length} sources of the TU changed`);
     const file = changed[0]!;
     mark("changed");
-    ip = planIncremental(base.parsed, file, base.sources.get(file)!, sources.get(file)!, (p) => sources.get(p) ?? readFileSync(p, "latin1"));
+    ip = planIncremental(base.parsed, file, base.sources.get(file)!, sources.get(file)!, (p) => sources.get(p) ?? readFileSync(p, "latin1"), dir);
     mark("planIncremental");
   } catch (e) {
     return miss(`the previous output cannot be read: ${e instanceof Error ? e.message : String(e)}`);
@@ -488,7 +488,7 @@ async function speculate(
     return miss("the preprocessor's command does not name its source and output as expected");
   let r: { code: number; err: string };
   try {
-    for (const [p, text] of ip.files) writeFileAtomic(p, Buffer.from(text, "latin1"), { ...SCRATCH, root: dir });
+    for (const [p, text] of ip.files) writeFileAtomic(resolve(dir, p), Buffer.from(text, "latin1"), { ...SCRATCH, root: dir });
     const synth = sh(`set -e\n${envLines}\n${cmd}`, dir, env, signal);
     mark("startGccE");
     state.restorePruner();
@@ -496,7 +496,7 @@ async function speculate(
     r = await synth;
     mark("awaitGccE");
   } finally {
-    for (const p of ip.files.keys()) rmSync(p, { force: true });
+    for (const p of ip.files.keys()) rmSync(resolve(dir, p), { force: true });
   }
   if (signal?.aborted) throw new BuildSuperseded();
   if (r.code !== 0) return miss(`the synthetic TU does not preprocess: ${r.err.trim().split("\n").slice(-2).join(" / ")}`);

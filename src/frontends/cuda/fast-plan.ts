@@ -150,8 +150,9 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
   const script = join(dir, "build.sh");
   const text = readFileSync(script, "utf8");
   const files = [script, join(dir, "build", "slice-failed.sha256")];
-  // `tu="$here/src/"saxpy.cu` (the name as shq writes it: bare, or in single quotes), or an older build.sh's `tu="$here/src/saxpy.cu"`
-  for (const m of text.matchAll(/^(?:tu|slice)="\$here\/([^"\n]*)"(\S*)$/gm)) files.push(join(dir, m[1]! + m[2]!.replace(/^'(.*)'$/, "$1")));
+  // `tu="src/"saxpy.cu` (the name as shq writes it: bare, or in single quotes), or an older build.sh's
+  // `tu="$here/src/"saxpy.cu` or `tu="$here/src/saxpy.cu"`
+  for (const m of text.matchAll(/^(?:tu|slice)="(?:\$here\/)?(src\/[^"\n]*)"(\S*)$/gm)) files.push(join(dir, m[1]! + m[2]!.replace(/^'(.*)'$/, "$1")));
   const st = (f: string) => {
     try {
       const s = statSync(f, { bigint: true });

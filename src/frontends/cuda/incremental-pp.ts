@@ -31,7 +31,7 @@
  * command-line ones (under `# 0 "<built-in>"` / `"<command-line>"`); #pragma push_macro/pop_macro
  * are not printed (and pop_macro's restore is not a #define): hence the verification.
  */
-import { basename, dirname, resolve } from "node:path";
+import { basename, dirname, isAbsolute, resolve } from "node:path";
 import { pragmaOnce } from "./pragma-once.ts";
 
 /** A line marker of gcc -E output: `# N "file" flags`. */
@@ -287,6 +287,9 @@ export const SENTINEL = "#pragma kerncap_incremental_cut";
  * @param file the changed file (absolute, resolved)
  * @param oldText, newText its text then and now
  * @param readText the text of another file of the include chain (the includers)
+ * @param cwd the folder the preprocessor runs in: the markers' names are relative to it (kerncap's
+ *   build.sh names its sources src/…); the plan's names stay as the markers spell them, so gcc's
+ *   markers of the synthetic TU (and __builtin_FILE) read as the whole TU's
  * @returns the plan, or why there is none (a sentence)
  */
 export function planIncremental(
@@ -295,8 +298,10 @@ export function planIncremental(
   oldText: string,
   newText: string,
   readText: (path: string) => string,
+  cwd = process.cwd(),
 ): IncrementalPlan | { reason: string } {
-  const fe = base.entries.filter((e) => resolve(e.file) === file);
+  const at = (name: string) => resolve(cwd, name);
+  const fe = base.entries.filter((e) => at(e.file) === file);
   if (fe.length !== 1) return { reason: fe.length ? `${file} is included ${fe.length} times` : `${file} is not in the TU` };
   const F = fe[0]!;
   const L = firstChangedLine(oldText, newText);
@@ -327,6 +332,13 @@ export function planIncremental(
       .slice(from - 1)
       .join("\n");
   const ifs = (n: number) => "#if 1\n".repeat(n);
+  // the #include of `name` from the synthetic copy of `includer` (beside it): a name the markers spell from the includer's
+  // folder (build.sh's src/…) is written from there, as gcc found the original, so that gcc names it, and what it
+  // includes, as the whole TU's markers do; any other (an absolute name, one found through -I) by its absolute path
+  const spell = (name: string, includer: Entry) => {
+    const from = `${dirname(includer.file)}/`;
+    return !isAbsolute(name) && name.startsWith(from) && name.length > from.length ? name.slice(from.length) : at(name);
+  };
   // from its first line: F itself (its own #pragma once, for a header that includes it back), else its tail
   let body: string | null = c === 1 ? null : `${ifs(open)}#line ${pres.line[c]} "${pres.name[c] ?? F.file}"\n${tail(newText, c)}`;
   // the files open at the cut (F, its includers) that may be included whole before the synthetic TU's body: none when F is
@@ -340,7 +352,7 @@ export function planIncremental(
   for (let e = F.parent; e; child = e, e = e.parent) {
     let text: string;
     try {
-      text = readText(resolve(e.file));
+      text = readText(at(e.file));
     } catch {
       return { reason: `cannot read ${e.file}` };
     }
@@ -352,7 +364,7 @@ export function planIncremental(
     if (quiet) openOnce.add(e);
     const childPath = body === null ? child.file : beside(child.file);
     if (body !== null) files.set(childPath, body);
-    body = `${ifs(st[inc - 1]!.open.length)}#include "${childPath}"\n#line ${child.includeLine + 1} "${child.retName}"\n${tail(text, inc + 1)}`;
+    body = `${ifs(st[inc - 1]!.open.length)}#include "${spell(childPath, e)}"\n#line ${child.includeLine + 1} "${child.retName}"\n${tail(text, inc + 1)}`;
   }
   if (body === null) return { reason: "the primary file changed from its first line" };
   const primary = beside(base.primary.file);
@@ -360,7 +372,7 @@ export function planIncremental(
   // before it, so none is seen again before the sentinel (gcc would preprocess each anew, F and its includers whole, for
   // output that is dropped: on ggml's mmq.cuh 1.5 MB of the synthetic TU's 1.6 MB, 40 of its 50 ms); the verification
   // against the whole TU's output holds either way
-  const once = quiet ? [] : onceBeforeCut(base, cut, openOnce, readText);
+  const once = quiet ? [] : onceBeforeCut(base, cut, openOnce, readText, at);
   const marks = once.length ? `${once.map((p) => `#include "${p}"`).join("\n")}\n${macroTable(base, cut, true)}` : "";
   files.set(primary, `${macroTable(base, cut)}${marks}${SENTINEL}\n${body}`);
   return { files, primary, cut, file: F.file, fromLine: c };
@@ -406,11 +418,11 @@ function baseCut(base: ParsedBase, fIndex: number, line: number): number {
  * before the cut, and the open ones of openOnce (the primary file and paths an #include cannot
  * spell left out), each once.
  */
-function onceBeforeCut(base: ParsedBase, cut: number, openOnce: Set<Entry>, readText: (path: string) => string): string[] {
+function onceBeforeCut(base: ParsedBase, cut: number, openOnce: Set<Entry>, readText: (path: string) => string, at: (name: string) => string): string[] {
   const once: string[] = [];
-  const seen = new Set<string>([resolve(base.primary.file)]);
+  const seen = new Set<string>([at(base.primary.file)]);
   for (const e of base.entries) {
-    const p = resolve(e.file);
+    const p = at(e.file);
     if (e.at >= cut || seen.has(p) || /["\\\n]/.test(p) || (e.ret >= cut && !openOnce.has(e))) continue;
     seen.add(p);
     if (pragmaOnce(p, readText)) once.push(p);

@@ -242,7 +242,7 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     compiledSource,
     tuSource: tuRel,
     // the slice's __BASE_FILE__ is the TU's, as the whole TU's compile names it (build.sh compiles both from src/ after
-    // -fmacro-prefix-map): an edit cannot tell the slice it is judged by from the TU (adversary 42)
+    // src/…, -fmacro-prefix-map): an edit cannot tell the slice it is judged by from the TU (adversary 42)
     sliceBaseFile: `-D__BASE_FILE__="src/${tuRel}"`,
     sliced: sliceRes.used,
     sliceKind: sliceRes.meta?.kind === "prefix" ? "the TU up to the kernel's definition, without the other kernels' bodies" : "only the captured instantiation",

@@ -5,10 +5,13 @@
  * `__BASE_FILE__` or `__FILE__` (the slice is another file) builds, through the capture's build.sh,
  * the same machine code from the slice as from the whole TU; a class completed after the kernel
  * makes no slice; and the fast build's plan follows build.sh from the slice to the whole TU when
- * an edit leaves no slice (it compiled the "not made" slice, a file with no kernel, before).
+ * an edit leaves no slice (it compiled the "not made" slice, a file with no kernel, before); an edit
+ * that reads `__builtin_FILE()` (the path nvcc was given, which -fmacro-prefix-map leaves alone) or
+ * `__DATE__`/`__TIME__` builds the same kernel in every folder (adversary 47: kerncap's private build
+ * folder judged one kernel, the capture's own build.sh compiled another).
  */
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeDemo } from "../../../../src/capture/demo.ts";
 import { kernelCodeSha256 } from "../../../../src/codeobj/kernel-code.ts";
@@ -40,6 +43,13 @@ __device__ float sc(float a) { return ends_slice(__BASE_FILE__, sizeof(__BASE_FI
 __device__ float sf(float a) { return sizeof(__FILE__) < 20 ? a : 3.0f * a; }
 __device__ float st(float a) { return __TIMESTAMP__[20] == '2' ? a : 5.0f * a; }
 ${KERNEL("st(sf(sc(p->a)))")}int main() { return 0; }
+`;
+
+// __builtin_FILE() reads the path nvcc was given (an absolute one starts with '/'); __TIME__ the build's time
+const WHERE_WHEN = `${HEAD}__device__ float bf(float a) { constexpr const char* f = __builtin_FILE(); return f[0] == '/' ? 2.0f * a : a; }
+__device__ float hf(float a) { constexpr const char* f = __builtin_FILE(); return f[0] == 's' && f[3] == '/' ? a : 3.0f * a; } // src/…
+__device__ float tm(float a) { return __TIME__[0] == '0' && __TIME__[1] == '0' && __DATE__[9] == '7' ? a : 5.0f * a; }
+${KERNEL("tm(hf(bf(p->a)))")}int main() { return 0; }
 `;
 
 function capture() {
@@ -149,5 +159,33 @@ ${KERNEL("SCALE * p->a")}int main() { return 0; }
     writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
     build(c.dir, join(c.dir, "build", "whole.cubin"));
     expect(kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest)).toBe(kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest));
+  });
+
+  test("an edit reading __builtin_FILE(), __DATE__ and __TIME__ builds the same kernel, slice and whole TU, in the capture and in copies of it elsewhere", () => {
+    const c = capture();
+    writeFileSync(c.tu, WHERE_WHEN);
+    expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
+    const codes: string[] = [];
+    const both = (dir: string) => {
+      build(dir, join(dir, "build", "slice.cubin"));
+      expect(readFileSync(join(dir, "build", "slice-build.log"), "utf8")).not.toContain("compiling the whole TU");
+      const slice = readFileSync(join(dir, "src", c.meta.slice), "utf8");
+      writeFileSync(join(dir, "src", c.meta.slice), notMadeText(c.meta, "the test's whole TU"));
+      build(dir, join(dir, "build", "whole.cubin"));
+      writeFileSync(join(dir, "src", c.meta.slice), slice);
+      codes.push(kernelCodeSha256(join(dir, "build", "slice.cubin"), c.manifest), kernelCodeSha256(join(dir, "build", "whole.cubin"), c.manifest));
+    };
+    const spaced = join(tempDir(), "a folder $(x)", "cap"); // build.sh compiles through a temporary folder there
+    const plain = join(tempDir(), "elsewhere", "cap");
+    for (const to of [spaced, plain]) cpSync(c.dir, to, { recursive: true, preserveTimestamps: true });
+    for (const dir of [c.dir, spaced, plain]) both(dir);
+    // the kernel the sources mean when the path is relative and the clock pinned: p->a unscaled
+    const ref = capture();
+    writeFileSync(ref.tu, `${HEAD}${KERNEL("p->a")}int main() { return 0; }\n`);
+    expect(refreshSlice(ref.dir, ref.meta).action).toBe("remade");
+    build(ref.dir, join(ref.dir, "build", "ref.cubin"));
+    const want = kernelCodeSha256(join(ref.dir, "build", "ref.cubin"), ref.manifest);
+    expect(want).toMatch(/^[0-9a-f]{64}$/);
+    expect(codes).toEqual(Array(6).fill(want));
   });
 });
