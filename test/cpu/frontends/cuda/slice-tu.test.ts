@@ -165,7 +165,7 @@ ${KERNEL("SCALE * p->a")}int main() { return 0; }
     const c = capture();
     writeFileSync(c.tu, WHERE_WHEN);
     expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
-    const codes: string[] = [];
+    const codes: (string | null)[] = [];
     const both = (dir: string) => {
       build(dir, join(dir, "build", "slice.cubin"));
       expect(readFileSync(join(dir, "build", "slice-build.log"), "utf8")).not.toContain("compiling the whole TU");
