@@ -454,7 +454,10 @@ function judgeBuildSh(
   const { t0, depsFile, limited } = b;
   // what it wrote into the private build/, into the capture's through no link (E_UNSAFE_PATH names one)
   staged.collect();
-  const [out, err, code] = [unstage(ran.out), unstage(ran.err), ran.code];
+  // build.sh names the sources src/… from its folder: on the user's own command line its messages name them by the
+  // capture's path, as the user's terminal and editor find them (a confined build's stay src/…, the agent's view)
+  const named = (t: string) => (o.confine ? t : t.replace(/(^|[\s"'(])(?:\.\/)?src\//gm, (_m, pre: string) => `${pre}${dir}/src/`));
+  const [out, err, code] = [unstage(ran.out), named(unstage(ran.err)), ran.code];
   const seconds = (performance.now() - t0) / 1000;
   // timeout's 124, or 137 where its SIGKILL (-k 5) ended a build that ignored the SIGTERM
   if (b.limit && (code === 124 || (code === 137 && seconds >= b.limit.seconds))) throw pastTimeLimit(b.limit, Boolean(o.confine), limited && !o.confine);
