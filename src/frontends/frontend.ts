@@ -211,8 +211,13 @@ export interface Frontend<Options = unknown> {
    * this frontend's. Never throws for a missing source: the reason is logged or recorded.
    */
   enrich?(ctx: CaptureContext, options: Options): Enrichment;
-  /** Before the reproducer's build.sh runs (CUDA: remake a slice whose TU was edited). */
-  beforeBuild?(dir: string, m: Manifest): void;
+  /**
+   * Before the reproducer's build.sh runs (CUDA: remake a slice whose TU was edited). `confined`: a
+   * build for an agent (validate --confine, kerncap mcp), which compiles what confinedCompilesOtherwise
+   * says in a private copy: the capture's own build.sh is left to compile the same (CUDA: no prefix
+   * slice in place until the user's own validate makes one).
+   */
+  beforeBuild?(dir: string, m: Manifest, o?: { confined?: boolean }): void;
   /** The error a failed build.sh means, from its stderr, when more than a compile error (CUDA: an -rdc link, E_RDC); undefined for a plain one. */
   explainBuildFailure?(stderr: string): KerncapError | undefined;
   /** Check a rebuilt module before anything launches (CUDA: cubin, kernel present, parameter layout). @throws KerncapError (exit 2) */

@@ -338,7 +338,7 @@ export class Rebuilder {
   async rebuildOnce(): Promise<Rebuilt> {
     assertRebuildWritable(this.dir); // before the pruned build's folder, not as a file inside it
     assertRegularTree(this.dir, "src"); // before the fast build too: no FIFO, device or link under src/ for a compiler to read
-    this.fe.beforeBuild?.(this.dir, this.m);
+    this.fe.beforeBuild?.(this.dir, this.m, { confined: Boolean(this.o.confine) });
     try {
       return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast) : this.buildSh()));
     } catch (e) {

@@ -568,11 +568,23 @@ export function sliceMetaOf(m: Pick<Manifest, "source">): SliceMeta | undefined 
  * Frontend.beforeBuild of CUDA: remake the reproducer's slice when src/<tu>
  * was edited since it was made (the slice records its TU's sha256), or leave a "not made" slice
  * (build.sh then compiles the whole TU, said here) when the edited TU cannot be sliced. No-op for
- * an unsliced project.
+ * an unsliced project. `confined` (a build for an agent: it compiles the whole TU of a prefix slice,
+ * src/frontends/cuda/slice-confined.ts): a prefix slice in the capture becomes a "not made" one
+ * (unless edited by hand), so that the capture's own build.sh compiles the whole TU, the kernel the
+ * agent's build was judged by (adversary 48: a slice leaves out a later kernel's call of a helper the
+ * kernel calls, and cicc specialises the helper for the one call it sees); the user's next validate
+ * makes it again.
  */
-export function remakeStaleSlice(dir: string, m: Manifest): void {
+export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boolean } = {}): void {
   const meta = sliceMetaOf(m);
   if (!meta) return;
+  if (o.confined && meta.kind === "prefix") {
+    const slicePath = `src/${checkSliceMeta(meta).slice}`;
+    const old = readInCapture(resolve(dir), slicePath, MANIFEST_MAX_BYTES);
+    if (old && !sliceEditedByHand(old.toString("utf8")) && !old.subarray(0, 200).toString("utf8").includes("sha256=none"))
+      writeInCapture(resolve(dir), slicePath, notMadeText(meta, "the last build was an agent's (confined): it compiled the whole TU, and so does build.sh here until validate makes the slice again"));
+    return;
+  }
   const r = refreshSlice(resolve(dir), meta);
   if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
   if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);

@@ -17,7 +17,7 @@ import { writeDemo } from "../../../../src/capture/demo.ts";
 import { kernelCodeSha256 } from "../../../../src/codeobj/kernel-code.ts";
 import { planFor } from "../../../../src/frontends/cuda/fast-plan.ts";
 import { findNvcc } from "../../../../src/frontends/cuda/nvcc.ts";
-import { notMadeText, refreshSlice, sliceMetaOf } from "../../../../src/frontends/cuda/slice.ts";
+import { notMadeText, refreshSlice, remakeStaleSlice, sliceMetaOf } from "../../../../src/frontends/cuda/slice.ts";
 import { tempDir } from "../../fixtures.ts";
 
 const NVCC = (() => {
@@ -187,5 +187,25 @@ ${KERNEL("SCALE * p->a")}int main() { return 0; }
     const want = kernelCodeSha256(join(ref.dir, "build", "ref.cubin"), ref.manifest);
     expect(want).toMatch(/^[0-9a-f]{64}$/);
     expect(codes).toEqual(Array(6).fill(want));
+  });
+
+  test("after an agent's (confined) build the capture's own build.sh compiles the whole TU, the kernel the agent was judged by; the user's validate makes the slice again", () => {
+    const c = capture();
+    // adversary 48: a later kernel calls the helper too; the slice leaves that call out and cicc specialises the helper
+    writeFileSync(
+      c.tu,
+      `${HEAD}__device__ __noinline__ float helper(float x, float k) { float a = 0; for (int j = 0; j < 16; j++) a = __sinf(a * k + x); return a; }
+${KERNEL("helper(p->a, 1.5f)")}__global__ void other(float* q) { q[0] = helper(q[1], q[2]); }
+int main() { return 0; }
+`,
+    );
+    expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
+    remakeStaleSlice(c.dir, c.manifest, { confined: true });
+    expect(readFileSync(c.slice, "utf8")).toContain("sha256=none");
+    const p = Bun.spawnSync(["bash", join(c.dir, "build.sh"), join(c.dir, "build", "inplace.cubin")], { cwd: c.dir, stdout: "pipe", stderr: "pipe" });
+    expect(p.exitCode).toBe(0);
+    expect(p.stderr.toString()).toContain("no usable slice");
+    remakeStaleSlice(c.dir, c.manifest);
+    expect(readFileSync(c.slice, "utf8")).toMatch(/sha256=[0-9a-f]{64} /);
   });
 });
