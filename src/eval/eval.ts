@@ -32,7 +32,7 @@ import { StopSignals, signalExitCode } from "../process-group.ts";
 import { drainQueue, workerCommand, type OpenRunner } from "../check/pool.ts";
 import { workerArgv } from "../util/self-exec.ts";
 import { RecordLog } from "../check/results.ts";
-import { evalSubjects, staleWhy } from "../format/subject.ts";
+import { evalRunSubject, evalSubjects, staleWhy } from "../format/subject.ts";
 import { shardOf, type Shard } from "../check/shard.ts";
 import { assertOutputPath } from "../format/archive-common.ts";
 import { assertRegularTree } from "../format/paths.ts";
@@ -175,7 +175,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
       throw e;
     }
   }
-  const rec = new Recorder(o, mine, pending, results, { shard, subjects });
+  const rec = new Recorder(o, mine, pending, results, { shard, subjects, runSubject: evalRunSubject(subjects) });
   const watchdog = watchdogOf(o, inputs);
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();

@@ -44,7 +44,7 @@ export class Recorder {
     private readonly pending: Pending[],
     private readonly results: RecordLog<EvalRecord> | undefined,
     /** The run's --shard ("K/N" or null) and each input's subject (openResults) that its records carry. */
-    private readonly run: { shard: string | null; subjects: Map<string, string> },
+    private readonly run: { shard: string | null; subjects: Map<string, string>; runSubject?: string },
   ) {
     this.progress = new CheckProgress(pending.length, { live: o.live, write: (s) => void process.stderr.write(s) });
     this.byId = new Map(mine.map((c) => [c.id, c]));
@@ -87,7 +87,7 @@ export class Recorder {
       copy: this.copies.get(c.id) ?? null,
       worker,
       gpu,
-      ...{ shard: this.run.shard, at: new Date().toISOString(), subject: this.run.subjects.get(x.input) },
+      ...{ shard: this.run.shard, at: new Date().toISOString(), subject: this.run.subjects.get(x.input), runSubject: this.run.runSubject },
     };
   }
 }

@@ -509,6 +509,28 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
       },
     );
   if (missing.length) log.warn(`merged without ${which} (--partial): ${missing.length === 1 ? "its" : "their"} candidates are not in this report`);
+  // the shards K/N of one eval: records of another capture, input set, text of the sources or judging options are another
+  // eval's, however genuine (adversary 48: capture B's shard 1/2 merged as capture A's); a file's records of an earlier
+  // unsharded eval (appended: "ranks them all") are no shard's
+  const runs = new Map<string, Map<string, string>>(); // shard count N → runSubject → a file holding it
+  for (const r of byKey.values()) {
+    if (r.shard === null) continue;
+    const n = r.shard.split("/")[1]!;
+    if (!runs.has(n)) runs.set(n, new Map());
+    const of = runs.get(n)!;
+    if (!of.has(r.runSubject ?? "none")) of.set(r.runSubject ?? "none", fileOf.get(recordKey(r.candidate, r.input))!);
+  }
+  for (const [n, of] of runs)
+    if (of.size > 1) {
+      const [a, b] = [...of.values()].map(escapedForMessage);
+      throw new KerncapError(
+        "E_RESULTS",
+        `${a} and ${b} hold shards K/${n} of two different evals (another capture or input, another text of its sources, or other judging options): they are not shards of one eval`,
+        {
+          hint: "Nothing was merged. Merge the --jsonl files of the shards of one eval (the same inputs, sources and options, each run with its --shard K/N); run a shard again where its file holds another eval's.",
+        },
+      );
+    }
   inputs = new Set([...inputs].sort());
   const records = [...byKey.values()];
   const report = reportOf(records, { dir: null, inputs: [...inputs], results: null, shard: null, workers: 0, wall: 0 });

@@ -169,6 +169,12 @@ export const EvalRecord = v.object({
    */
   subject: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
   /**
+   * The SHA-256 (hex) of the whole eval it belongs to (src/format/subject.ts evalRunSubject: every
+   * input's id and subject): one value in every shard of one eval; `--merge` refuses records of
+   * two. Absent in records of kerncap before it.
+   */
+  runSubject: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
+  /**
    * Its authenticator, "hmac-sha256:KEYID:MAC": HMAC-SHA256 under the results key
    * (KERNCAP_RESULTS_KEY, else the user's key in kerncap's state folder) of the record without it,
    * as canonical JSON with its document id as `schema` (src/format/record-auth.ts). --merge and

@@ -140,6 +140,19 @@ export function evalSubjects(inputs: readonly { id: string; dir: string }[], bui
   return out;
 }
 
+/**
+ * The subject of one whole eval: the SHA-256 (hex) of its inputs' ids and subjects (evalSubjects,
+ * the "(build)" input's too), the same in every shard of one eval (each shard opens the same inputs
+ * with the same options) and in no shard of an eval of another capture, input set, text of the
+ * sources or judging options. `eval --merge` takes the records of one only (adversary 48: a shard
+ * of capture B's eval, every record genuine, merged as capture A's).
+ */
+export function evalRunSubject(subjects: ReadonlyMap<string, string>): string {
+  const h = createHash("sha256").update("kerncap.eval-run/1\n");
+  for (const [id, subject] of [...subjects].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) h.update(`${id.length}:${id}=${subject}\n`);
+  return h.digest("hex");
+}
+
 /** Why --resume does not take a record whose subject (`subject`, absent in older records) is not its capture's or input's now; `changed`: what may have changed, in the verb's words. */
 export const staleWhy = (subject: string | undefined, changed: string): string =>
   subject ? `its record is of another subject (${changed} changed since)` : "its record names no subject (written before records did)";

@@ -936,6 +936,14 @@ describe("--resume, --shard, --merge", () => {
     // written with this key's authenticator: the consistency check behind it refuses it
     writeFileSync(forged, recordLine("eval-record", { ...JSON.parse(real), verdict: "match", numerics: null, device: null, worker: null, timing: null }));
     expect(() => mergeEval([forged])).toThrow(/a match without the numerics, device or worker/);
+    // a shard of an eval of another capture, every record genuine, is no shard of this one (adversary 48: capture B's shard 1/2 ranked as A's)
+    const other = await captureWithSource();
+    writeFileSync(join(other, "src", "extra.h"), "#define EXTRA 1\n"); // its sources differ: another subject
+    const k = outs.findIndex((f) => withRecords(f));
+    const theirs = join(d, "theirs.jsonl");
+    await quiet(() => runEval(options([other], files, { jsonl: theirs, shard: { index: k, count: 3 } })));
+    const mixed = outs.map((f, i) => (i === k ? theirs : f)).filter((f) => existsSync(f));
+    expect(() => mergeEval(mixed)).toThrow(/hold shards K\/3 of two different evals/);
     // a shard file others can write is not ranked (a trial's forged match was)
     chmodSync(empty, 0o666);
     expect(() => mergeEval([empty])).toThrow(/can be written by others \(mode 666\): eval --merge would rank its records as judged/);

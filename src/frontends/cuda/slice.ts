@@ -582,7 +582,11 @@ export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boole
     const slicePath = `src/${checkSliceMeta(meta).slice}`;
     const old = readInCapture(resolve(dir), slicePath, MANIFEST_MAX_BYTES);
     if (old && !sliceEditedByHand(old.toString("utf8")) && !old.subarray(0, 200).toString("utf8").includes("sha256=none"))
-      writeInCapture(resolve(dir), slicePath, notMadeText(meta, "the last build was an agent's (confined): it compiled the whole TU, and so does build.sh here until validate makes the slice again"));
+      writeInCapture(
+        resolve(dir),
+        slicePath,
+        notMadeText(meta, "the last build was an agent's (confined): it compiled the whole TU, and so does build.sh here until validate makes the slice again"),
+      );
     return;
   }
   const r = refreshSlice(resolve(dir), meta);
