@@ -11,6 +11,7 @@
 import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { findNvcc } from "./nvcc.ts";
+import { MANIFEST_MAX_BYTES, readInCapture } from "../../format/paths.ts";
 
 /** A project header under src/ as the slice's checks read it: its path under src/, its text and its code (codeMask). */
 export interface SliceHeader {
@@ -92,11 +93,60 @@ export function holdsDirective(text: string): boolean {
   return directives(text).length > 0 || /\b(?:__COUNTER__|_Pragma|__pragma)\b/.test(text);
 }
 
-/** The names a text `#include`s (`"…"` and `<…>`), and whether one is computed (`#include NAME`: a macro's). */
-export function includesOf(text: string): { names: string[]; computed: boolean } {
+/**
+ * Whether a conditional directive's group is certainly not compiled, given `undefinedMacro` (a name
+ * no flag, source or header defines): `#ifdef M`, `#if defined(M)`, `#if defined M`, `#if M` of
+ * such an M, and the `#else` of `#ifndef M`; anything else may be.
+ */
+function deadIf(d: string, undefinedMacro: (name: string) => boolean): boolean | undefined {
+  const m =
+    /^ifdef[ \t]+([A-Za-z_]\w*)[ \t]*$/.exec(d) ??
+    /^if[ \t]+defined[ \t]*\([ \t]*([A-Za-z_]\w*)[ \t]*\)[ \t]*$/.exec(d) ??
+    /^if[ \t]+defined[ \t]+([A-Za-z_]\w*)[ \t]*$/.exec(d) ??
+    /^if[ \t]+([A-Za-z_]\w*)[ \t]*$/.exec(d);
+  if (m) return undefinedMacro(m[1]!);
+  return undefined;
+}
+
+/**
+ * The names a text `#include`s (`"…"` and `<…>`), and whether one is computed (`#include NAME`: a
+ * macro's). Every include, whatever `#if` it is in, unless `undefinedMacro` says which names are
+ * certainly not macros: then an include in a group that is certainly not compiled (deadIf) is not
+ * one (llm.c's `#ifdef MULTI_GPU` / `#include <nccl.h>` built with NO_MULTI_GPU=1).
+ */
+export function includesOf(text: string, undefinedMacro?: (name: string) => boolean): { names: string[]; computed: boolean } {
   const names: string[] = [];
   let computed = false;
+  // per open conditional: whether its current group is dead, and what its #else is (dead, alive or unknown: alive)
+  const stack: { dead: boolean; elseDead: boolean; parentDead: boolean }[] = [];
+  const deadNow = () => stack.length > 0 && stack[stack.length - 1]!.dead;
   for (const d of directives(text)) {
+    if (undefinedMacro) {
+      const parentDead = deadNow();
+      if (/^if(?:n?def)?\b/.test(d)) {
+        const ifndef = /^ifndef[ \t]+([A-Za-z_]\w*)[ \t]*$/.exec(d);
+        const notTaken = ifndef ? false : deadIf(d, undefinedMacro) === true;
+        const elseDead = ifndef ? undefinedMacro(ifndef[1]!) : false;
+        stack.push({ dead: parentDead || notTaken, elseDead, parentDead });
+        continue;
+      }
+      if (/^elif/.test(d) && stack.length) {
+        const top = stack[stack.length - 1]!;
+        top.dead = top.parentDead; // another condition: may be taken
+        top.elseDead = false;
+        continue;
+      }
+      if (/^else\b/.test(d) && stack.length) {
+        const top = stack[stack.length - 1]!;
+        top.dead = top.parentDead || top.elseDead;
+        continue;
+      }
+      if (/^endif\b/.test(d)) {
+        stack.pop();
+        continue;
+      }
+      if (deadNow()) continue;
+    }
     const m = /^include(?:_next)?\b[ \t]*(.*)$/.exec(d);
     if (!m) continue;
     const q = /^(?:"([^"\n]+)"|<([^>\n]+)>)/.exec(m[1]!);
@@ -139,14 +189,19 @@ export interface Included {
  * (before a slice's cut): one that is entered once (guarded) is not entered again, one with no
  * guard is (its text may declare something else the second time: adversary 43).
  */
-export function includeClosure(text: string, headers: SliceHeader[], entered: Iterable<SliceHeader> = []): Included {
+export function includeClosure(
+  text: string,
+  headers: SliceHeader[],
+  entered: Iterable<SliceHeader> = [],
+  undefinedMacro?: (name: string) => boolean,
+): Included {
   const once = new Set([...entered].filter(guarded));
   const found = new Set<SliceHeader>();
   const outside = new Set<string>();
   let computed = false;
   const queue = [text];
   while (queue.length) {
-    const inc = includesOf(queue.pop()!);
+    const inc = includesOf(queue.pop()!, undefinedMacro);
     computed ||= inc.computed;
     for (const name of inc.names) {
       const hs = headersNamed(name, headers);
@@ -271,24 +326,36 @@ function systemPath(name: string): string | undefined {
  * a name is one when an include folder of nvcc's or gcc's has it; what it includes is read from
  * the first such file (every #include in it, over every #if).
  */
-export const systemHeaders: { has(name: string): boolean; includes(name: string): string[] } = {
+export const systemHeaders: { has(name: string): boolean; includes(name: string): string[]; defines(name: string): string[] } = {
   has: (name) => systemPath(name) !== undefined,
-  includes(name) {
-    let names = systemIncludeNames.get(name);
-    if (!names) {
-      const p = systemPath(name);
-      try {
-        // the toolchain's own headers: their #include lines as written (no splices or digraphs to read through), by one
-        // regular expression rather than directiveText's pass over every character (0.1 s cold for libstdc++ and CUDA's)
-        names = p ? [...readFileSync(p, "latin1").matchAll(/^[ \t]*#[ \t]*include(?:_next)?[ \t]*[<"]([^>"\n]+)[>"]/gm)].map((m) => m[1]!) : [];
-      } catch {
-        names = [];
-      }
-      systemIncludeNames.set(name, names);
-    }
-    return names;
-  },
+  includes: (name) => systemRead(name).includes,
+  defines: (name) => systemRead(name).defines,
 };
+
+/** The macros the system headers define; cached. */
+const systemDefineNames = new Map<string, string[]>();
+
+/** A system header's #include names and #define names (its own lines, as written), read once. */
+function systemRead(name: string): { includes: string[]; defines: string[] } {
+  let includes = systemIncludeNames.get(name);
+  let defines = systemDefineNames.get(name);
+  if (!includes || !defines) {
+    const p = systemPath(name);
+    try {
+      // the toolchain's own headers: their #include lines as written (no splices or digraphs to read through), by one
+      // regular expression rather than directiveText's pass over every character (0.1 s cold for libstdc++ and CUDA's)
+      const text = p ? readFileSync(p, "latin1") : "";
+      includes = [...text.matchAll(/^[ \t]*#[ \t]*include(?:_next)?[ \t]*[<"]([^>"\n]+)[>"]/gm)].map((m) => m[1]!);
+      defines = [...text.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((m) => m[1]!);
+    } catch {
+      includes = [];
+      defines = [];
+    }
+    systemIncludeNames.set(name, includes);
+    systemDefineNames.set(name, defines);
+  }
+  return { includes, defines };
+}
 
 const INCLUDE_RE = /^\s*#\s*include\s*(["<])([^">]+)[">]/;
 
@@ -331,4 +398,25 @@ export function includeLeadingTo(tuText: string, tuPath: string, definition: str
     if (p && reaches(p, seen)) return line.trim();
   }
   return undefined;
+}
+
+/**
+ * Whether the compile may define a macro by its flags (SliceContext.flagDefines): a `-D` word of
+ * build.sh (any of its lines) or of EXTRA_FLAGS; every name where either names a file of
+ * definitions or options (`-include`, `-imacros`, `--pre-include`, `@file`, `--options-file`), or
+ * where build.sh does not read.
+ */
+export function flagDefinesOf(dir: string): (name: string) => boolean {
+  let script: string;
+  try {
+    const b = readInCapture(dir, "build.sh", MANIFEST_MAX_BYTES);
+    if (!b) return () => true;
+    script = b.toString("utf8");
+  } catch {
+    return () => true;
+  }
+  const words = `${script}\n${process.env.EXTRA_FLAGS ?? ""}`;
+  if (/(?:^|[\s'"=,])(?:-include|-imacros|--pre-include|-preinclude|--options-file|-optf|@[^\s"'])/.test(words)) return () => true;
+  const named = new Set([...words.matchAll(/(?:^|[\s'"=,])(?:-D|--define-macro)[\s'"=]*([A-Za-z_]\w*)/g)].map((m) => m[1]!));
+  return (name) => named.has(name);
 }

@@ -9,7 +9,7 @@
  * nothing the kernel sees. What no rule here excludes (cicc's whole-program optimizations) is why
  * an agent's build compiles the whole TU (./slice-confined.ts; docs/design-notes.md).
  */
-import { expandMacros, holdsDirective, includeClosure, macroTable, type MacroTable, type SliceHeader } from "./slice-directives.ts";
+import { expandMacros, holdsDirective, includeClosure, includesOf, macroTable, type MacroTable, type SliceHeader } from "./slice-directives.ts";
 
 export type { SliceHeader } from "./slice-directives.ts";
 
@@ -189,7 +189,45 @@ export interface SliceContext {
    * was not found by the compile (under an #if not taken, as llm.c's `#include "llmc/cudnn_att.h"`
    * without ENABLE_CUDNN) or lies outside the project root.
    */
-  system?: { has(name: string): boolean; includes(name: string): string[] };
+  system?: { has(name: string): boolean; includes(name: string): string[]; defines(name: string): string[] };
+  /**
+   * Whether the compile's flags may define a macro (build.sh's `-D` words and EXTRA_FLAGS'; true for
+   * every name where they name a file of definitions, `-include`, `@file`). Absent: an `#include`
+   * counts whatever `#if` it is in.
+   */
+  flagDefines?: (name: string) => boolean;
+  /** Set by sliceHazard itself (undefinedMacroOf): the names certainly not macros, whose `#ifdef` groups include nothing. */
+  undefinedMacro?: (name: string) => boolean;
+}
+
+/**
+ * The names that are certainly not macros where the TU is compiled: a name of capitals, digits and
+ * `_` not starting with `_` (neither gcc nor nvcc predefines one), which no flag may define
+ * (context.flagDefines), no `#define` of the TU or of a header under src/ names (in any group), and
+ * no system header the TU or those headers could include defines (their closure, over every #if).
+ */
+function undefinedMacroOf(tuText: string, context: SliceContext): (name: string) => boolean {
+  const project = macroTable(tuText);
+  for (const h of context.headers) macroTable(h.text, project);
+  let fromSystem: Set<string> | undefined;
+  return (name) => {
+    if (!/^[A-Z][A-Z0-9_]*$/.test(name) || !context.flagDefines || !context.system || context.flagDefines(name) || project.has(name)) return false;
+    if (!fromSystem) {
+      fromSystem = new Set();
+      const system = context.system;
+      const seen = new Set<string>();
+      const queue = [...includeClosure(tuText, context.headers).outside];
+      for (const h of context.headers) queue.push(...includesOf(h.text).names);
+      while (queue.length) {
+        const n = queue.pop()!;
+        if (seen.has(n) || !system.has(n)) continue;
+        seen.add(n);
+        for (const d of system.defines(n)) fromSystem.add(d);
+        queue.push(...system.includes(n));
+      }
+    }
+    return !fromSystem.has(name);
+  };
 }
 
 /**
@@ -256,8 +294,8 @@ function headHazard(heads: DeclarationHeads, where: string, named: (n: string) =
 export function sliceHazard(tuText: string, mask: string, end: number, context: SliceContext = { headers: [] }): string | undefined {
   const before = mask.slice(0, end);
   if (context.incomplete) return "has more headers under src/ than kerncap reads to check a slice";
-  const early = includeClosure(tuText.slice(0, end), context.headers);
-  const late = includeClosure(tuText.slice(end), context.headers, early.found);
+  const early = includeClosure(tuText.slice(0, end), context.headers, [], context.undefinedMacro);
+  const late = includeClosure(tuText.slice(end), context.headers, early.found, context.undefinedMacro);
   if (early.computed || late.computed) return "includes a file named by a macro (what it declares is not read here)";
   const earlyMasks = [...early.found].map((h) => h.mask).join("\n");
   const beforeNames = new Set((before + "\n" + earlyMasks).match(/[A-Za-z_]\w*/g) ?? []);
@@ -288,8 +326,12 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
   }
   const added = [...late.outside].filter((n) => !early.outside.has(n) && (context.system?.has(n) ?? true));
   const system = added.length && context.system ? notIncludedBy(early.outside, added, context.system) : added;
-  if (system.length && (/\btemplate\b/.test(before) || /\btemplate\b/.test(earlyMasks)))
+  if (system.length && (/\btemplate\b/.test(before) || /\btemplate\b/.test(earlyMasks))) {
+    // read again without the includes of groups that are certainly not compiled (an #ifdef of a macro nothing defines)
+    if (context.flagDefines && !context.undefinedMacro)
+      return sliceHazard(tuText, mask, end, { ...context, undefinedMacro: undefinedMacroOf(tuText, context) });
     return `includes <${system[0]}> after the kernel, which the code before it does not (what it declares is not read here; a template before it may find it)`;
+  }
   return undefined;
 }
 

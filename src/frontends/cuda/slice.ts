@@ -47,7 +47,7 @@ import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture 
 import { log } from "../../log.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
 import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
-import { systemHeaders } from "./slice-directives.ts";
+import { flagDefinesOf, systemHeaders } from "./slice-directives.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -517,7 +517,7 @@ export function projectHeaders(dir: string, meta: Pick<SliceMeta, "tu">): SliceC
     const text = b.toString("utf8");
     headers.push({ rel, text, mask: codeMask(text) });
   }
-  return { headers, system: systemHeaders };
+  return { headers, system: systemHeaders, flagDefines: flagDefinesOf(dir) };
 }
 
 /** The slice file kerncap leaves where a TU cannot be sliced: a first line whose sha256= names no TU (build.sh then compiles the whole TU), and why. */

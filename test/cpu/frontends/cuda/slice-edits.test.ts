@@ -151,10 +151,42 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     // a name outside src/: a system header's, not read, refuses the slice where a template before could find what it
     // declares (adversary 43: <cuComplex.h>'s cuCabsf(float2)); one no include folder has was not found by the compile
     // (llm.c's #ifdef'd "llmc/cudnn_att.h") and refuses nothing
-    expect(sliceHazard(tu, codeMask(tu), before.length, { headers: [early], system: { has: () => true, includes: () => [] } })).toContain(
+    expect(sliceHazard(tu, codeMask(tu), before.length, { headers: [early], system: { has: () => true, includes: () => [], defines: () => [] } })).toContain(
       "includes <lib/late.cuh> after the kernel",
     );
-    expect(sliceHazard(tu, codeMask(tu), before.length, { headers: [early], system: { has: () => false, includes: () => [] } })).toBeUndefined();
+    expect(
+      sliceHazard(tu, codeMask(tu), before.length, { headers: [early], system: { has: () => false, includes: () => [], defines: () => [] } }),
+    ).toBeUndefined();
+  });
+
+  test("a system header included after the kernel in a group that is certainly not compiled (llm.c's #ifdef MULTI_GPU / <nccl.h> under NO_MULTI_GPU=1) refuses nothing; one that may be, does", async () => {
+    const { sliceHazard } = await import("../../../../src/frontends/cuda/slice-lookup.ts");
+    const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
+    const before = "template <class T> __device__ T twice(T t) { return t + t; }\n__global__ void k(float* p) { p[0] = twice(p[1]); }\n";
+    const system = (defined: string[] = []) => ({ has: () => true, includes: () => [], defines: (n: string) => (n === "cuda_runtime.h" ? defined : []) });
+    const at = (after: string, o: { flags?: string[]; defined?: string[]; headers?: { rel: string; text: string; mask: string }[] } = {}) => {
+      const tu = `#include <cuda_runtime.h>\n${before}${after}int main() { return 0; }\n`;
+      const flags = o.flags ?? [];
+      const flagDefines = (n: string) => flags.includes(n);
+      return sliceHazard(tu, codeMask(tu), `#include <cuda_runtime.h>\n${before}`.length, { headers: o.headers ?? [], system: system(o.defined), flagDefines });
+    };
+    const ifdef = "#ifdef MULTI_GPU\n#include <nccl.h>\n#endif\n";
+    expect(at(ifdef)).toBeUndefined();
+    expect(at("#if defined(MULTI_GPU)\n#include <nccl.h>\n#endif\n")).toBeUndefined();
+    expect(at("#ifndef MULTI_GPU\nint single;\n#else\n#include <nccl.h>\n#endif\n")).toBeUndefined();
+    // defined by a flag (-DMULTI_GPU), by the project's sources, by a system header: may be compiled, refused as before
+    expect(at(ifdef, { flags: ["MULTI_GPU"] })).toContain("includes <nccl.h> after the kernel");
+    expect(at(`#define MULTI_GPU\n${ifdef}`)).toContain("includes <nccl.h> after the kernel");
+    const def = { rel: "lib/cfg.h", text: "#define MULTI_GPU 1\n", mask: "" };
+    expect(at(ifdef, { headers: [def] })).toContain("includes <nccl.h> after the kernel");
+    expect(at(ifdef, { defined: ["MULTI_GPU"] })).toContain("includes <nccl.h> after the kernel");
+    // a name a compiler could predefine, an #elif, an #ifndef's own group: may be compiled
+    expect(at("#ifdef __linux__\n#include <nccl.h>\n#endif\n")).toContain("includes <nccl.h> after the kernel");
+    expect(at("#ifdef MULTI_GPU\n#elif 1\n#include <nccl.h>\n#endif\n")).toContain("includes <nccl.h> after the kernel");
+    expect(at("#ifndef MULTI_GPU\n#include <nccl.h>\n#endif\n")).toContain("includes <nccl.h> after the kernel");
+    // without the flags read (no build.sh), every group counts
+    const tu = `${before}${ifdef}`;
+    expect(sliceHazard(tu, codeMask(tu), before.length, { headers: [], system: system() })).toContain("includes <nccl.h> after the kernel");
   });
 
   test("each construct that can change the kernel the TU compiles is named; what cannot is not", async () => {
@@ -256,7 +288,7 @@ __global__ void k(float* p) { p[0] = mag(make_float2(p[1], 2.0f)); }
     const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
     const tu = before + after;
     const hs = Object.entries(headers).map(([rel, text]) => ({ rel, text, mask: codeMask(text) }));
-    return sliceHazard(tu, codeMask(tu), before.length, { headers: hs, system: { has: () => false, includes: () => [] } });
+    return sliceHazard(tu, codeMask(tu), before.length, { headers: hs, system: { has: () => false, includes: () => [], defines: () => [] } });
   };
   test("a header included after the kernel is read whatever the spelling of its #include", async () => {
     for (const inc of [
