@@ -332,6 +332,12 @@ export function sweepDeadFolders(base: string, prefix: string): void {
  */
 export function privateTempFolder(prefix: string, base = tmpdir()): string {
   const hint = "Set TMPDIR to a folder of your own that no other user can write (e.g. mkdir -m 700 ~/tmp && export TMPDIR=~/tmp).";
+  // nvcc pastes its temporary files' paths, in double quotes, into the shell lines of its steps (adversary 49: a TMPDIR
+  // named with $(…) ran it in every build)
+  if (/[$`"\\\n]/.test(base))
+    throw new KerncapError("E_TMPDIR", `TMPDIR ${JSON.stringify(base)} holds $, \`, ", \\ or a newline, which a compiler's shell steps would read as code`, {
+      hint: "Set TMPDIR to a folder of your own whose path has none of them (e.g. mkdir -m 700 ~/tmp && export TMPDIR=~/tmp).",
+    });
   const risk = privateFolderRisk(join(base, `${prefix}x`));
   if (risk)
     throw new KerncapError("E_TMPDIR", `TMPDIR ${base} is not safe for kerncap's private folders: ${risk}; another user could swap them`, {

@@ -16,24 +16,42 @@
 # (kerncap validate reads it). Environment: NVCC (default nvcc), EXTRA_FLAGS (appended).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# nvcc runs its steps through a shell, pasting in each path it is given and the source's absolute
-# path: they name a folder with a plain name, this one, or, when its path holds other characters
-# (a space, $, quotes…), a temporary folder linking to its src/ and build/ (the folder's own name
-# never reaches a command line)
+# nvcc runs its steps through a shell, pasting in each path it is given, the source's real path (links
+# resolved) and its temporary files' (under TMPDIR): each must be plain (letters, digits, ._+/-). Where
+# this folder's path is not, the build runs in a temporary folder holding a copy of src/ and a link to
+# build/ (the folder's own name never reaches a command line); an OUTPUT that is not is written there
+# and moved; a TMPDIR holding what double quotes do not keep ($, `, ", \) is replaced by a folder of
+# that temporary one
 dir="$here"
 mkdir -p -m 0755 "$dir/build" # no group write whatever the umask: a group-writable build/ makes the capture received
-case "$dir" in
-  *[!A-Za-z0-9._+/-]*)
-    tmp="$(mktemp -d)"
+plain() { case "$1" in *[!A-Za-z0-9._+/-]*) return 1 ;; esac; }
+quotable() { case "$1" in *[\$\`\"\\]* | *$'\n'*) return 1 ;; esac; }
+tmp=""
+scratch() {
+  if [ -z "$tmp" ]; then
+    if quotable "${TMPDIR:-/tmp}"; then tmp="$(mktemp -d)"; else tmp="$(mktemp -d /tmp/kerncap-build.XXXXXX)"; fi
     trap 'rm -rf "$tmp"' EXIT
-    here="$tmp"
-    ln -s "$dir/src" "$here/src"
-    ln -s "$dir/build" "$here/build"
-    ;;
-esac
+  fi
+}
+if ! plain "$dir"; then
+  scratch
+  here="$tmp"
+  cp -Rp "$dir/src" "$here/src"
+  ln -s "$dir/build" "$here/build"
+fi
+if ! quotable "${TMPDIR:-/tmp}"; then
+  scratch
+  mkdir -m 0700 "$tmp/tmp"
+  export TMPDIR="$tmp/tmp"
+fi
 cd "$here"
 out="${1:-$here/build/kernel.cubin}"
 out="${out/#"$dir/"/"$here/"}" # an OUTPUT given in this folder: through the temporary one's link
+final=""
+if ! plain "$out"; then
+  final="$out"
+  out="$here/build/.kerncap-output-$$.cubin"
+fi
 top="$here"
 # From here on the sources are named from this folder (src/<tu>, ./src/… in the flags): the path nvcc
 # is given reaches the kernel as __builtin_FILE() and std::source_location (read from the compiler's
@@ -42,7 +60,7 @@ top="$here"
 here=.
 mkdir -p "$(dirname "$out")"
 # no earlier module left at OUTPUT by a build that fails (nu12 #7: replay --against timed the old kernel)
-rm -f "$out"
+rm -f "$out" ${final:+"$final"}
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 # __FILE__ and __BASE_FILE__ read src/… (./src/… of an -I folder mapped), in the whole TU and in the
 # slice alike (the slice names itself after the TU: its #line, and its __BASE_FILE__ below)
@@ -106,6 +124,10 @@ if [ "$src" = "$slice" ]; then
   fi
 else
   compile "$tu" "$cubin"
+fi
+if [ -n "$final" ]; then
+  mv -f -- "$out" "$final"
+  out="$final"
 fi
 # the module's path last (in this folder, not the temporary one), as every reproducer's build.sh prints it
 echo "${out/#"$top"/"$dir"}"

@@ -210,6 +210,7 @@ export function portabilityWarnings(dir: string, m: Manifest): string[] {
         const p = hit[1]!.replace(/\/+$/, "");
         if (SYSTEM_PREFIXES.some((s) => p.startsWith(s) || p + "/" === s)) continue;
         if (p.startsWith(resolve(dir) + "/")) continue;
+        if (p === "/tmp" || p.startsWith("/tmp/kerncap-build.")) continue; // the template's own temporary folder
         paths.add(p);
       }
     }

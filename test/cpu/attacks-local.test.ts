@@ -774,6 +774,19 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
     }
   });
 
+  test("privateTempFolder: a TMPDIR of this user's whose path holds $ or a backquote is refused (E_TMPDIR), nothing made there: nvcc pastes its temporary files' paths into shell lines (adversary 49)", async () => {
+    for (const name of ["t$(touch x)", "t`touch x`", 't"q']) {
+      const bad = join(tempDir(), name);
+      mkdirSync(bad, { mode: 0o700 });
+      chmodSync(bad, 0o700);
+      const e = await refusal(() => privateTempFolder("kerncap-tmp-", bad));
+      expect(e.code).toBe("E_TMPDIR");
+      expect(e.message).toContain("which a compiler's shell steps would read as code");
+      expect(readdirSync(bad)).toEqual([]);
+    }
+    expect(privateTempFolder("kerncap-tmp-", join(tempDir()))).toContain("kerncap-tmp-"); // a plain one is used
+  });
+
   test("a private folder a killed kerncap left (an MCP server killed during evaluate): the next one of that prefix removes the user's own 0700 folders of gone processes; a live process's, a link, one open to others are kept", async () => {
     const base = tempDir();
     const dead = await deadPid();
