@@ -30,7 +30,7 @@ import { cudaFlagsFromCommand, defaultCudaFlags, type CudaFlags, type FlagWord }
 import { privateTempFolder } from "../../cache.ts";
 import { dependencyArgv, findNvcc, parseDeps } from "./nvcc.ts";
 import { planSliceMeta, projectHeaders, sliceText, type SliceMeta } from "./slice.ts";
-import { includeLeadingTo } from "./slice-directives.ts";
+import { flagDefinesIn, includeLeadingTo } from "./slice-directives.ts";
 import type { SliceContext } from "./slice-lookup.ts";
 import { demangledNames } from "./kernel-name.ts";
 
@@ -231,7 +231,7 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
   const files = copySources(copied, projectRoot, srcDir);
   const flagWords = bashFlagWords(flags, tree, overlay, srcDir);
   const tuRel = relative(projectRoot, loc.tu);
-  const { compiledSource, slice: sliceRes } = writeSlice(opts, flags, tuRel, srcDir, files);
+  const { compiledSource, slice: sliceRes } = writeSlice(opts, flags, tuRel, srcDir, files, flagWords);
 
   const ctx = {
     kernelName: opts.kernelName,
@@ -371,13 +371,15 @@ function writeSlice(
   tuRel: string,
   srcDir: string,
   files: string[],
+  flagWords: string[],
 ): { compiledSource: string; slice: CudaReproducer["slice"] } {
   const loc = opts.location;
   if (!(opts.slice ?? true)) return { compiledSource: tuRel, slice: { used: false, reason: "slicing turned off" } };
   const plan = planSlice(loc, readFileSync(loc.tu, "utf8"), {
     tuRel,
     includeDirs: flags.words.filter((w) => w.path && w.prefix !== "-include").map((w) => w.path!),
-    context: projectHeaders(dirname(srcDir), { tu: tuRel }),
+    // build.sh is not written yet: the flags its words will hold say what they may define
+    context: { ...projectHeaders(dirname(srcDir), { tu: tuRel }), flagDefines: flagDefinesIn(flagWords.join(" ")) },
   });
   if (!plan.possible) return { compiledSource: tuRel, slice: { used: false, reason: plan.reason } };
   const compiledSource = plan.meta!.slice;

@@ -293,7 +293,7 @@ export function expandMacros(code: string, macros: MacroTable, rounds = 6): stri
 let systemDirs: string[] | undefined;
 
 /** A system header's path (the first include folder that has it), or undefined; cached. */
-const systemPaths = new Map<string, string | null>();
+const systemPaths = new Map<string, string[]>();
 /** The names a system header includes; cached. */
 const systemIncludeNames = new Map<string, string[]>();
 
@@ -311,14 +311,33 @@ function systemPath(name: string): string | undefined {
     }
     for (const base of ["/usr/include/c++", "/usr/include/x86_64-linux-gnu/c++", "/usr/include/aarch64-linux-gnu/c++"])
       try {
-        for (const v of readdirSync(base)) dirs.push(join(base, v));
+        for (const v of readdirSync(base)) dirs.push(join(base, v), join(base, v, "backward"));
+      } catch {
+        // none
+      }
+    // gcc's own folders (stddef.h, float.h: NULL, FLT_MAX; adversary 49), every version's
+    for (const base of ["/usr/lib/gcc/x86_64-linux-gnu", "/usr/lib/gcc/aarch64-linux-gnu", "/usr/lib/gcc/x86_64-pc-linux-gnu"])
+      try {
+        for (const v of readdirSync(base)) dirs.push(join(base, v, "include"), join(base, v, "include-fixed"));
       } catch {
         // none
       }
     systemDirs = dirs.filter((d) => existsSync(d));
   }
-  if (!systemPaths.has(name)) systemPaths.set(name, name.includes("..") ? null : (systemDirs.map((d) => join(d, name)).find((p) => existsSync(p)) ?? null));
-  return systemPaths.get(name) ?? undefined;
+  if (!systemPaths.has(name)) systemPaths.set(name, name.includes("..") ? [] : systemDirs.map((d) => join(d, name)).filter((p) => existsSync(p)));
+  return systemPaths.get(name)![0];
+}
+
+/** Whether a folder is one of the include folders whose headers the slice's checks read (systemPath's). */
+function isSystemDir(path: string): boolean {
+  systemPath("");
+  return systemDirs!.includes(resolve(path.replace(/\/+$/, "") || "/"));
+}
+
+/** Every file of a system header's name in the include folders (the compiler's search order may pick another than the first here). */
+function systemPathsOf(name: string): string[] {
+  systemPath(name);
+  return systemPaths.get(name)!;
 }
 
 /**
@@ -340,12 +359,18 @@ function systemRead(name: string): { includes: string[]; defines: string[] } {
   let includes = systemIncludeNames.get(name);
   let defines = systemDefineNames.get(name);
   if (!includes || !defines) {
-    const p = systemPath(name);
     try {
       // the toolchain's own headers: their #include lines as written (no splices or digraphs to read through), by one
-      // regular expression rather than directiveText's pass over every character (0.1 s cold for libstdc++ and CUDA's)
-      const text = p ? readFileSync(p, "latin1") : "";
-      includes = [...text.matchAll(/^[ \t]*#[ \t]*include(?:_next)?[ \t]*[<"]([^>"\n]+)[>"]/gm)].map((m) => m[1]!);
+      // regular expression rather than directiveText's pass over every character (0.1 s cold for libstdc++ and CUDA's);
+      // every file of the name (which one the compiler reads depends on its search order)
+      const text = systemPathsOf(name)
+        .map((p) => readFileSync(p, "latin1"))
+        .join("\n");
+      // a quoted name is looked up beside the header first: its folder's name too (CUDA's crt/…)
+      const beside = (n: string) => join(dirname(name), n);
+      includes = [...text.matchAll(/^[ \t]*#[ \t]*include(?:_next)?[ \t]*([<"])([^>"\n]+)[>"]/gm)].flatMap((m) =>
+        m[1] === '"' && beside(m[2]!) !== m[2] ? [m[2]!, beside(m[2]!)] : [m[2]!],
+      );
       defines = [...text.matchAll(/^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)/gm)].map((m) => m[1]!);
     } catch {
       includes = [];
@@ -401,10 +426,8 @@ export function includeLeadingTo(tuText: string, tuPath: string, definition: str
 }
 
 /**
- * Whether the compile may define a macro by its flags (SliceContext.flagDefines): a `-D` word of
- * build.sh (any of its lines) or of EXTRA_FLAGS; every name where either names a file of
- * definitions or options (`-include`, `-imacros`, `--pre-include`, `@file`, `--options-file`), or
- * where build.sh does not read.
+ * Whether the compile may define a macro by its flags (SliceContext.flagDefines), read from
+ * `dir`'s build.sh (any of its lines): flagDefinesIn; every name where build.sh does not read.
  */
 export function flagDefinesOf(dir: string): (name: string) => boolean {
   let script: string;
@@ -415,8 +438,25 @@ export function flagDefinesOf(dir: string): (name: string) => boolean {
   } catch {
     return () => true;
   }
-  const words = `${script}\n${process.env.EXTRA_FLAGS ?? ""}`;
+  return flagDefinesIn(script);
+}
+
+/**
+ * Whether a compile whose command-line words are in `text` (build.sh, or its flag words) may
+ * define a macro: a `-D` word of it or of EXTRA_FLAGS; every name where a word names a file of
+ * definitions or options (`-include`, `-imacros`, `--pre-include`, `@file`, `--options-file`), an
+ * include folder other than the capture's src/ (`-I`, `-isystem`, `-iquote`, `-idirafter`: a header
+ * found there may define it, and is not read here), or where the environment adds flags or include
+ * folders (NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS, CPATH, C_INCLUDE_PATH, CPLUS_INCLUDE_PATH,
+ * EXTRA_FLAGS with any of these).
+ */
+export function flagDefinesIn(text: string): (name: string) => boolean {
+  const env = process.env;
+  if (["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"].some((k) => env[k])) return () => true;
+  const words = `${text}\n${env.EXTRA_FLAGS ?? ""}`;
   if (/(?:^|[\s'"=,])(?:-include|-imacros|--pre-include|-preinclude|--options-file|-optf|@[^\s"'])/.test(words)) return () => true;
+  for (const m of words.matchAll(/(?:^|[\s'"=,])(?:-I|-isystem|-iquote|-idirafter|--include-path)[\s'"=]*([^\s'"]*)/g))
+    if (!/^(?:\$here\/src|\.\/src|src)(?:\/|$)/.test(m[1]!) && !isSystemDir(m[1]!)) return () => true;
   const named = new Set([...words.matchAll(/(?:^|[\s'"=,])(?:-D|--define-macro)[\s'"=]*([A-Za-z_]\w*)/g)].map((m) => m[1]!));
   return (name) => named.has(name);
 }

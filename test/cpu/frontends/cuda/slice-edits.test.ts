@@ -189,6 +189,38 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     expect(sliceHazard(tu, codeMask(tu), before.length, { headers: [], system: system() })).toContain("includes <nccl.h> after the kernel");
   });
 
+  test("a macro a system header defines (gcc's own stddef.h: NULL), one that nvcc's or the compiler's environment or an include folder outside src/ may define: the group counts (adversary 49)", async () => {
+    const { sliceHazard } = await import("../../../../src/frontends/cuda/slice-lookup.ts");
+    const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
+    const { flagDefinesIn, systemHeaders } = await import("../../../../src/frontends/cuda/slice-directives.ts");
+    // late.h stands for a system header new after the kernel (<cuComplex.h>), the others are this machine's own
+    const system = {
+      has: (n: string) => n === "late.h" || systemHeaders.has(n),
+      includes: (n: string) => (n === "late.h" ? [] : systemHeaders.includes(n)),
+      defines: (n: string) => (n === "late.h" ? [] : systemHeaders.defines(n)),
+    };
+    const before = "#include <cstdio>\ntemplate <class T> __device__ T twice(T t) { return t + t; }\n__global__ void k(float* p) { p[0] = twice(p[1]); }\n";
+    const at = (macro: string, flags = "") => {
+      const tu = `${before}#ifdef ${macro}\n#include <late.h>\n#endif\nint main() { return 0; }\n`;
+      return sliceHazard(tu, codeMask(tu), before.length, { headers: [], system, flagDefines: flagDefinesIn(flags) });
+    };
+    expect(at("KC_NOT_DEFINED")).toBeUndefined();
+    if (systemHeaders.has("cstdio") && systemHeaders.has("stddef.h")) expect(at("NULL")).toContain("includes <late.h> after the kernel");
+    expect(at("KC_NOT_DEFINED", "-DKC_NOT_DEFINED")).toContain("includes <late.h> after the kernel");
+    expect(at("KC_NOT_DEFINED", '-I"$here/src"/inc')).toBeUndefined();
+    expect(at("KC_NOT_DEFINED", "-I/home/u/include")).toContain("includes <late.h> after the kernel"); // a header there may define it
+    for (const k of ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "CPATH", "CPLUS_INCLUDE_PATH"]) {
+      const saved = process.env[k];
+      process.env[k] = k.startsWith("NVCC") ? "-DKC_NOT_DEFINED" : "/home/u/include";
+      try {
+        expect(at("KC_NOT_DEFINED")).toContain("includes <late.h> after the kernel");
+      } finally {
+        if (saved === undefined) delete process.env[k];
+        else process.env[k] = saved;
+      }
+    }
+  });
+
   test("each construct that can change the kernel the TU compiles is named; what cannot is not", async () => {
     expect(await hazard("template <> struct Tr<ns::Tag> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
     expect(await hazard("template <class U> struct Tr<U*> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
