@@ -62,7 +62,7 @@ mkdir -p "$(dirname "$out")"
 # no earlier module left at OUTPUT by a build that fails (nu12 #7: replay --against timed the old kernel)
 rm -f "$out" ${final:+"$final"}
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-# __FILE__ and __BASE_FILE__ read src/… (./src/… of an -I folder mapped), in the whole TU and in the
+# __FILE__ and __BASE_FILE__ read src/… (./src/… of an include folder mapped), in the whole TU and in the
 # slice alike (the slice names itself after the TU: its #line, and its __BASE_FILE__ below)
 prefixmap="-Xcompiler=-fmacro-prefix-map=./="
 # __DATE__ and __TIME__ read the same whenever and wherever the capture builds (the preprocessor's

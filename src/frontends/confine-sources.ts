@@ -192,7 +192,7 @@ const pathLike = (s: string) => /^(\/+[^\s/]|~)/.test(s) || /(^|[/\\])\.\.([/\\]
  * (phrases naming the line): see the file comment. `rel`: its capture-relative path; `abs`: its
  * absolute path (a relative name's base); `readable`: confinedReadable of the capture.
  */
-export function probeProblems(text: string, rel: string, abs: string, readable: (p: string) => boolean): string[] {
+export function probeProblems(text: string, rel: string, abs: string, readable: (p: string) => boolean, beyond?: string): string[] {
   const out: string[] = [];
   // a trigraph (??/ is a backslash under -std=c++14 or older) changes where strings and comments end,
   // which this scan cannot follow for every standard: one hid a __has_include from it (a trial)
@@ -243,6 +243,8 @@ export function probeProblems(text: string, rel: string, abs: string, readable: 
       }
     }
     if (t.kind === "id" && FILE_QUERIES.has(t.text)) {
+      // the user's own build searches folders the sandbox does not hold: a query there could answer otherwise (adversary 49)
+      if (beyond) say(t, `${t.text}: your own build also searches ${beyond}, which a confined build cannot see, so the two could answer it differently`);
       // `__has_include(<…>)`: a header name, not a string token; a macro argument (`__has_include(P)`) is
       // checked where P's text is written (a string, or a path stringized from tokens, below)
       const arg = headerArgument(toks, i + 1);
@@ -311,6 +313,7 @@ function headerArgument(toks: Token[], i: number): { name: string; angled: boole
  */
 export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = dir): void {
   const readable = confinedReadable(dir, m);
+  const beyond = searchBeyondSandbox(at, readable);
   const root = realpathSync(dir);
   const problems: string[] = [];
   let count = 0;
@@ -324,7 +327,7 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = di
         hint: "Move data out of src/ (a source may include a file of any name, so every file there is read), or validate on the command line.",
       });
     // a link, a FIFO or a device: refused by readInCapture (E_UNSAFE_PATH), never followed nor opened for reading
-    problems.push(...probeProblems(readInCapture(at, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable));
+    problems.push(...probeProblems(readInCapture(at, r, SOURCE_MAX)!.toString("utf8"), r, join(root, r), readable, beyond));
   });
   if (problems.length) {
     throw new KerncapError(
@@ -335,6 +338,37 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = di
       },
     );
   }
+}
+
+/**
+ * The include folders the user's own build of the capture in `at` searches beyond what a confined
+ * build sees (a phrase), or undefined: a variable of kerncap's environment that adds flags or include
+ * folders to every compile (CPATH, C_INCLUDE_PATH, CPLUS_INCLUDE_PATH, NVCC_PREPEND_FLAGS,
+ * NVCC_APPEND_FLAGS; EXTRA_FLAGS with an include folder), or an include folder of build.sh other than
+ * src/ and the toolchain's (`readable`: confinedReadable; an overlay capture's original folders). A
+ * header there is hidden in the sandbox, so `__has_include` of a relative name written out could
+ * answer "no" in the confined build and "yes" in the user's.
+ */
+function searchBeyondSandbox(at: string, readable: (p: string) => boolean): string | undefined {
+  for (const k of ["CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"])
+    if (process.env[k]) return `the folders ${k} adds`;
+  const FOLDER = /(?:^|[\s'"=,])(?:-I|-isystem|-iquote|-idirafter|--include-path)[\s'"=]*([^\s'"]*)/g;
+  if (FOLDER.test(process.env.EXTRA_FLAGS ?? "")) return "the include folders of EXTRA_FLAGS";
+  let script = "";
+  try {
+    // its commands, not its comments
+    script = (readInCapture(at, "build.sh", SOURCE_MAX)?.toString("utf8") ?? "").replace(/^[ \t]*#.*$/gm, "");
+  } catch {
+    // no build.sh to read: the build itself says so
+  }
+  FOLDER.lastIndex = 0;
+  for (const m of script.matchAll(FOLDER)) {
+    const d = m[1]!;
+    if (/^(?:\$here\/src|\.\/src|src)(?:\/|$)/.test(d)) continue;
+    if (d.startsWith("/") && readable(join(d, "kerncap-probe.h"))) continue; // the toolchain's or the system's: in the sandbox
+    return `the include folder ${JSON.stringify(d)} of build.sh`;
+  }
+  return undefined;
 }
 
 /**

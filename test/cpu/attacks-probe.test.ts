@@ -104,6 +104,45 @@ describe("the files a confined build's sources can include", () => {
   });
 });
 
+describe("a query of a relative name where the user's own build searches folders the sandbox hides (adversary 49: CPATH, an include folder of build.sh outside src/)", () => {
+  test("__has_include(<kcm.h>) passes where only src/ and the toolchain are searched, and is refused (E_CONFINED) under CPATH, NVCC_APPEND_FLAGS or an -I outside", async () => {
+    const { assertNoProbes } = await import("../../src/frontends/confine-sources.ts");
+    const { readManifest } = await import("../../src/format/capture-dir.ts");
+    const { writeDemo } = await import("../../src/capture/demo.ts");
+    const cap = join(tempDir(), "cap");
+    writeDemo(cap, false);
+    const m = readManifest(cap);
+    writeFileSync(join(cap, "src/q.h"), "#if __has_include(<kcm.h>)\n#define KCM 1\n#endif\n");
+    const refusal = () => {
+      try {
+        assertNoProbes(cap, m);
+      } catch (e) {
+        return e as { code: string; message: string };
+      }
+      return undefined;
+    };
+    expect(refusal()).toBeUndefined();
+    for (const [k, v] of [
+      ["CPATH", "/home/u/include"],
+      ["NVCC_APPEND_FLAGS", "-I/home/u/include"],
+    ] as const) {
+      const saved = process.env[k];
+      process.env[k] = v;
+      try {
+        const e = refusal();
+        expect(e?.code).toBe("E_CONFINED");
+        expect(e?.message).toContain(`src/q.h:1: __has_include: your own build also searches the folders ${k} adds`);
+      } finally {
+        if (saved === undefined) delete process.env[k];
+        else process.env[k] = saved;
+      }
+    }
+    const script = readFileSync(join(cap, "build.sh"), "utf8");
+    writeFileSync(join(cap, "build.sh"), script.replace('-I"$here/src"', '-I"$here/src" -I/home/u/include'));
+    expect(refusal()?.message).toContain('the include folder "/home/u/include" of build.sh');
+  });
+});
+
 describe("kerncap mcp: the agent's edit that asks whether a file exists", () => {
   sandboxOffForMarkers(); // build.sh writes markers outside the capture
   let savedState: string | undefined;

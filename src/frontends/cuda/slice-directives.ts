@@ -434,7 +434,7 @@ export function flagDefinesOf(dir: string): (name: string) => boolean {
   try {
     const b = readInCapture(dir, "build.sh", MANIFEST_MAX_BYTES);
     if (!b) return () => true;
-    script = b.toString("utf8");
+    script = b.toString("utf8").replace(/^[ \t]*#.*$/gm, ""); // its commands, not its comments
   } catch {
     return () => true;
   }

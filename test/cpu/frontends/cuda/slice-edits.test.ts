@@ -221,6 +221,18 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     }
   });
 
+  test("the flags of a capture's own build.sh (its commands, not its comments) say which macros they may define", async () => {
+    const { flagDefinesOf } = await import("../../../../src/frontends/cuda/slice-directives.ts");
+    const { dir } = writeDemo(join(tempDir(), "cap"), false);
+    expect(flagDefinesOf(dir)("KC_NOT_DEFINED")).toBe(false);
+    const script = readFileSync(join(dir, "build.sh"), "utf8");
+    writeFileSync(join(dir, "build.sh"), script.replace('-I"$here/src"', '-I"$here/src" -DKC_DEFINED'));
+    expect(flagDefinesOf(dir)("KC_DEFINED")).toBe(true);
+    expect(flagDefinesOf(dir)("KC_NOT_DEFINED")).toBe(false);
+    writeFileSync(join(dir, "build.sh"), script.replace('-I"$here/src"', '-I"$here/src" -include /home/u/defs.h'));
+    expect(flagDefinesOf(dir)("KC_NOT_DEFINED")).toBe(true);
+  });
+
   test("each construct that can change the kernel the TU compiles is named; what cannot is not", async () => {
     expect(await hazard("template <> struct Tr<ns::Tag> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
     expect(await hazard("template <class U> struct Tr<U*> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
