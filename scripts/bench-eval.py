@@ -141,7 +141,9 @@ def llmc_edits(n):
         good.append((f"unroll-all-{u}", unroll([(K_LOOP, 2, u), (K_LOOP, 1, u), (K_LOOP, 0, u)])))
     wrong = [
         ("wrong-eps", subs(("const float eps = 1e-5f;", "const float eps = 1e-3f;"))),
-        ("wrong-nobias", subs(("+ (float)b[k]; // scale and shift it", "; // scale and shift it"))),
+        # a shift, not the bias left out: the captured launch is of a model initialized from scratch, whose
+        # layernorm biases are all zero (llm.c's random init), so leaving them out changes nothing there
+        ("wrong-shift", subs(("+ (float)b[k]; // scale and shift it", "+ (float)b[k] + 0.01f; // scale and shift it"))),
         ("wrong-mean", subs(("float m = sum / C;", "float m = sum / (C + 1);"))),
         ("wrong-swap", subs(("n * (float)w[k] + (float)b[k]", "n * (float)b[k] + (float)w[k]"))),
     ]
