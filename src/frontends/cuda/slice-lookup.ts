@@ -310,6 +310,12 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
   // std::tuple_size and get, adversary 44)
   const special = specializedAfter(mask, end)[0];
   if (special) return `specializes \`${special}\` after the kernel`;
+  // a call after the cut of a function the code before declares __noinline__: cicc specialises such a function for the
+  // calls it sees (a constant argument propagated into it), so the slice, without that call, could compile the kernel's
+  // call of it otherwise (adversary 48)
+  const noinline = noinlineFunctions(`${before}\n${earlyMasks}`);
+  const lateCall = namedIn(mask.slice(end), noinline) ?? [...late.found].map((h) => namedIn(h.mask, noinline)).find(Boolean);
+  if (lateCall) return `calls \`${lateCall}\`, declared __noinline__ before it, after the kernel (cicc specialises such a function for the calls it sees)`;
   const tuMacros = macroTable(tuText);
   const called = namespaceScopeCalls(mask, end).find((w) => tuMacros.get(w)?.params !== undefined);
   if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;
@@ -357,6 +363,16 @@ function namespaceScopeCalls(mask: string, end: number): string[] {
   return found;
 }
 
+/** The functions a text (a codeMask) declares `__noinline__` (`__attribute__((noinline))`, `[[gnu::noinline]]`): the ones cicc keeps as calls, and specialises for the calls it sees. */
+function noinlineFunctions(mask: string): Set<string> {
+  const re = /(?:\b__noinline__\b|__attribute__\s*\(\(\s*(?:__)?noinline(?:__)?\s*\)\)|\[\[\s*gnu::noinline\s*\]\])[^;{}()]*?\b([A-Za-z_]\w*)\s*\(/g;
+  return new Set([...mask.matchAll(re)].map((m) => m[1]!));
+}
+
+/** The first of `names` that `mask` names (a call, an address taken), or undefined. */
+const namedIn = (mask: string, names: Set<string>): string | undefined =>
+  names.size ? (mask.match(/[A-Za-z_]\w*/g) ?? []).find((w) => names.has(w)) : undefined;
+
 /**
  * Whether another kernel's body before the cut must stay in the slice (not blanked): the body
  * holds a preprocessor directive or `__COUNTER__` (left out, its `#define`, `#undef`, `#include`,
@@ -370,6 +386,8 @@ function namespaceScopeCalls(mask: string, end: number): string[] {
  */
 export function bodyStays(tuText: string, mask: string, open: number, close: number, end: number): boolean {
   if (holdsDirective(tuText.slice(open, close))) return true;
+  // a call of a __noinline__ function: left out, cicc would see fewer calls of it (adversary 48)
+  if (namedIn(mask.slice(open, close), noinlineFunctions(mask.slice(0, end)))) return true;
   const between = includeClosure(tuText.slice(close, end), []);
   if (between.outside.size || between.computed) return true;
   const macros = macroTable(tuText);

@@ -191,10 +191,11 @@ ${KERNEL("SCALE * p->a")}int main() { return 0; }
 
   test("after an agent's (confined) build the capture's own build.sh compiles the whole TU, the kernel the agent was judged by; the user's validate makes the slice again", () => {
     const c = capture();
-    // adversary 48: a later kernel calls the helper too; the slice leaves that call out and cicc specialises the helper
+    // adversary 48: a later kernel calls the helper too; the slice leaves that call out (a helper cicc need not inline
+    // may be specialised for the one call it sees: __noinline__ ones make no slice, below)
     writeFileSync(
       c.tu,
-      `${HEAD}__device__ __noinline__ float helper(float x, float k) { float a = 0; for (int j = 0; j < 16; j++) a = __sinf(a * k + x); return a; }
+      `${HEAD}__device__ float helper(float x, float k) { float a = 0; for (int j = 0; j < 16; j++) a = __sinf(a * k + x); return a; }
 ${KERNEL("helper(p->a, 1.5f)")}__global__ void other(float* q) { q[0] = helper(q[1], q[2]); }
 int main() { return 0; }
 `,
@@ -207,5 +208,27 @@ int main() { return 0; }
     expect(p.stderr.toString()).toContain("no usable slice");
     remakeStaleSlice(c.dir, c.manifest);
     expect(readFileSync(c.slice, "utf8")).toMatch(/sha256=[0-9a-f]{64} /);
+  });
+
+  test("a __noinline__ helper the kernel calls, called after the kernel too: no slice; called by another kernel before it: that body stays, the slice's kernel is the TU's", () => {
+    const c = capture();
+    const helper = "__device__ __noinline__ float helper(float x, float k) { float a = 0; for (int j = 0; j < 16; j++) a = __sinf(a * k + x); return a; }\n";
+    writeFileSync(
+      c.tu,
+      `${HEAD}${helper}${KERNEL("helper(p->a, 1.5f)")}__global__ void other(float* q) { q[0] = helper(q[1], q[2]); }\nint main() { return 0; }\n`,
+    );
+    const r = refreshSlice(c.dir, c.meta);
+    expect(r.action).toBe("removed");
+    expect(r.reason).toContain("calls `helper`, declared __noinline__ before it, after the kernel");
+    writeFileSync(
+      c.tu,
+      `${HEAD}${helper}__global__ void other(float* q) { q[0] = helper(q[1], q[2]); }\n${KERNEL("helper(p->a, 1.5f)")}int main() { return 0; }\n`,
+    );
+    expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
+    expect(readFileSync(c.slice, "utf8")).toContain("q[0] = helper(q[1], q[2]);"); // the other kernel's body stays
+    build(c.dir, join(c.dir, "build", "slice.cubin"));
+    writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
+    build(c.dir, join(c.dir, "build", "whole.cubin"));
+    expect(kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest)).toBe(kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest));
   });
 });
