@@ -40,7 +40,7 @@ import { judgeTime } from "./timing.ts";
 import { warnSharedParent } from "../cache.ts";
 import { documentId } from "../format/documents.ts";
 import { keyForReading, keyForWriting, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
-import { checkSubject, staleWhy } from "../format/subject.ts";
+import { checkRunSubject, checkSubject, staleWhy } from "../format/subject.ts";
 
 export const DEFAULT_RESULTS_DIR = "kerncap-check";
 
@@ -209,7 +209,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   if (o.baseline) requireBaselineFile(resolve(o.baseline));
   if (o.junit) checkOutputFile("junit", o.junit);
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
-  const mine = await capturesOfShard(o);
+  const { mine, corpus } = await capturesOfShard(o);
   const dir = resolve(o.results);
   if (!mine.length) {
     // nothing to check: the results folder is neither made nor touched (a previous run's results stay where they are)
@@ -229,6 +229,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   // what each record's verdict is judged on (src/format/subject.ts), taken before any capture is checked
   const subjects = new Map(mine.map((c) => [c.id, checkSubject(c, o.settings)]));
   const run = openResults(o, dir, subjects);
+  run.runSubject = checkRunSubject(corpus, o.settings);
   try {
     return await checkRun(o, run, mine, dir);
   } finally {
@@ -290,7 +291,7 @@ async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir
  * The captures under `o.paths` (those passed over said), and of them this shard's (--shard K/N).
  * @throws KerncapError E_USAGE (no captures under the paths, two with one identity)
  */
-async function capturesOfShard(o: CheckOptions): Promise<CaptureRef[]> {
+async function capturesOfShard(o: CheckOptions): Promise<{ mine: CaptureRef[]; corpus: string[] }> {
   const found = await discoverCaptures(o.paths);
   for (const p of found.passedOver) {
     // a folder's name is another user's text: one line on the terminal, whatever it holds (adversary 46: a newline in it)
@@ -305,7 +306,7 @@ async function capturesOfShard(o: CheckOptions): Promise<CaptureRef[]> {
     });
   const mine = o.shard ? found.captures.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : found.captures;
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${found.captures.length} captures`);
-  return mine;
+  return { mine, corpus: found.captures.map((c) => c.id) };
 }
 
 /** A run's results folder opened (openResults): the baseline, the results file and what an earlier run left in it. */
@@ -323,6 +324,8 @@ interface OpenedRun {
   done: Set<string>;
   /** Each capture's subject now (src/format/subject.ts), by identity: written into its record. */
   subjects: Map<string, string>;
+  /** The run's subject (checkRunSubject) its records carry. */
+  runSubject?: string;
   /** This run's share, as its records carry it ("K/N"), null without --shard. */
   shard: string | null;
   /** Give the results folder's lock back (lockResultsFolder); safe to call more than once. */
@@ -414,6 +417,7 @@ async function checkAll(o: CheckOptions, tasks: CaptureRef[], run: OpenedRun, st
             ...recordOf(x, run.baseline, o.slowerPct, slot, o.gpus[slot] ?? null),
             shard: run.shard,
             subject: run.subjects.get(x.id),
+            runSubject: run.runSubject,
           });
           fresh.push(r);
           progress.finished(r, slot);

@@ -11,6 +11,7 @@ import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { shardClaimProblem } from "./shard.ts";
 import { assertMergeSize, INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
+import { escapedForMessage } from "../format/archive-common.ts";
 import { log } from "../log.ts";
 import { warnSharedParent } from "../cache.ts";
 import { documentId } from "../format/documents.ts";
@@ -203,6 +204,26 @@ export function mergeResults(
         });
       byId.set(r.id, { r, file });
     }
+  }
+  // the shards K/N of one run: records of another run (other options, another corpus), however genuine, are not its
+  // (adversary 50: a shard of a run with --atol 1e30 merged with a strict run's other shard)
+  const runs = new Map<string, Map<string, string>>(); // N → runSubject → a file holding it
+  for (const { r, file } of byId.values()) {
+    if (typeof r.shard !== "string") continue;
+    const n = r.shard.split("/")[1]!;
+    const of = runs.get(n) ?? runs.set(n, new Map()).get(n)!;
+    if (!of.has(r.runSubject ?? "none")) of.set(r.runSubject ?? "none", file);
+  }
+  for (const [n, of] of runs) {
+    if (of.size < 2) continue;
+    const [a, b] = [...of.values()].map(escapedForMessage);
+    throw new KerncapError(
+      "E_RESULTS",
+      `${a} and ${b} hold shards K/${n} of two different runs (other captures or verdict-changing options): they are not shards of one run`,
+      {
+        hint: "Nothing was merged. Merge the results files of the shards of one run (the same paths and options, each with its --shard K/N); run a shard again where its file holds another run's.",
+      },
+    );
   }
   if (missing.length && !o.partial)
     throw new KerncapError(

@@ -54,6 +54,8 @@ import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
 import { shippedManifestOf } from "../format/redact.ts";
 import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
+import { remakeGeneratedSources } from "../frontends/build.ts";
+import { runsTrustedCopy } from "../format/staged-build.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
@@ -68,9 +70,7 @@ import { EXPORT_TEMPLATES } from "./templates.ts";
 import { dataDigests, digestTables } from "./digests.ts";
 import { planProject, type ProjectEntry } from "./project-names.ts";
 import { readmeContext, sayWhatShips, sourceChangeText, toolchainContext, type SourceChange } from "./readme.ts";
-
 export { assertExportableNames } from "./project-names.ts";
-
 /** The marker of an export folder (`--force` replaces only a folder that holds it), and the Triton script's data: src/format/file-names.ts. */
 export { EXPORT_FILE } from "../format/file-names.ts";
 import { EXPORT_FILE } from "../format/file-names.ts";
@@ -182,6 +182,8 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     const { data, ptxFile, files, digests } = writeData(capDir, m, tmp, { params, image, plan, hsa });
     const editable = copyProject(capDir, m, tmp, project.entries);
     for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
+    // a received capture's generated sources (CUDA's slice: unkeyed stamps) made anew, as validate does (adversary 50)
+    if (runsTrustedCopy(capDir) && existsSync(join(tmp, "src"))) remakeGeneratedSources(tmp, m);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
     const doc = exportDocument(m, plan, files, triton, digests);
     writeFileSync(join(tmp, EXPORT_FILE), jsonText(doc, 2) + "\n");

@@ -103,6 +103,12 @@ export const CheckRecord = v.object({
    */
   subject: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
   /**
+   * The SHA-256 (hex) of the run it belongs to (src/format/subject.ts checkRunSubject: the whole
+   * corpus's capture ids, before --shard, and the run's verdict-changing options): one value in every
+   * shard of one run; `--merge` refuses shards K/N naming two. Absent in records of kerncap before it.
+   */
+  runSubject: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
+  /**
    * Its authenticator, "hmac-sha256:KEYID:MAC": HMAC-SHA256 under the results key
    * (KERNCAP_RESULTS_KEY, else the user's key in kerncap's state folder) of the record without it,
    * as canonical JSON with its document id as `schema` (src/format/record-auth.ts). --merge and

@@ -141,6 +141,24 @@ export function evalSubjects(inputs: readonly { id: string; dir: string }[], bui
 }
 
 /**
+ * The subject of one whole `kerncap check` run: the SHA-256 (hex) of its corpus's capture ids (every
+ * capture found, before --shard) and its verdict-changing options (checkSubject's), the same in every
+ * shard of one run. `check --merge` takes the shards of one only (adversary 50: a shard of an earlier
+ * run with --atol 1e30 merged with a strict run's other shard).
+ */
+export function checkRunSubject(
+  ids: readonly string[],
+  s: VerdictSettings & { rebuild: boolean; trust: boolean; force: boolean; buildOnly?: boolean },
+): string {
+  const options = { ...verdictOptions(s), rebuild: s.rebuild, trust: s.trust, force: s.force, ...(s.buildOnly ? { buildOnly: true } : {}) };
+  const h = createHash("sha256")
+    .update("kerncap.check-run/1\n")
+    .update(`${JSON.stringify(options)}\n`);
+  for (const id of [...ids].sort()) h.update(`${id.length}:${id}\n`);
+  return h.digest("hex");
+}
+
+/**
  * The subject of one whole eval: the SHA-256 (hex) of its inputs' ids and subjects (evalSubjects,
  * the "(build)" input's too), the same in every shard of one eval (each shard opens the same inputs
  * with the same options) and in no shard of an eval of another capture, input set, text of the

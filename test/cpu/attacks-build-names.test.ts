@@ -346,6 +346,28 @@ describe("a received capture's build.sh that names a program in the capture", ()
     expect(readFileSync(join(out2, "build.sh"), "utf8")).toContain('touch "$HOME/pwned"');
   }, 60_000);
 
+  test("export of a received capture ships the slice kerncap makes from its TU, not the sender's slice stamped as the TU's with another kernel (adversary 50)", async () => {
+    const { writeDemo } = await import("../../src/capture/demo.ts");
+    const { sliceMetaOf } = await import("../../src/frontends/cuda/slice.ts");
+    const { createHash } = await import("node:crypto");
+    const root = tempDir();
+    const { dir: made, manifest } = writeDemo(join(root, "made"), false);
+    const slice = join(made, "src", sliceMetaOf(manifest)!.slice);
+    const text = readFileSync(slice, "utf8");
+    const nl = text.indexOf("\n");
+    const body = text.slice(nl + 1).replace("p->a * p->x.data[i] + p->y.data[i]", "0.0f /*EVIL*/");
+    expect(body).toContain("EVIL");
+    const first = text.slice(0, nl).replace(/body=[0-9a-f]{64}/, `body=${createHash("sha256").update(body).digest("hex")}`);
+    writeFileSync(slice, `${first}\n${body}`);
+    const p = await packCapture(made, join(root, "cap.zip"));
+    const got = (await unpackArchive(p.archive, join(root, "got"))).dir;
+    const out = join(root, "x");
+    const exported = await quietly(async () => runCommand(await commands.export(), { rawArgs: [got, "-o", out, "--trust"] }));
+    expect(exported.e).toBeUndefined();
+    expect(readFileSync(join(out, "src", sliceMetaOf(manifest)!.slice), "utf8")).not.toContain("EVIL");
+    expect(readFileSync(join(out, "src", "saxpy.cu"), "utf8")).toBe(readFileSync(join(made, "src", "saxpy.cu"), "utf8"));
+  }, 60_000);
+
   test("a file of more options is refused wherever it lies, one of this user's own too (@file in every spelling, --options-file, -specs)", async () => {
     const own = join(tempDir(), "opts.rsp");
     writeFileSync(join(own), "-O2\n", { mode: 0o600 });

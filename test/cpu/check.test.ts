@@ -783,6 +783,13 @@ describe("a check with fake workers", () => {
     expect(m.captures.map((c) => c.id)).toEqual(["corpus/b", "corpus/a/one", "corpus/a/two"]); // the regression first
     expect(m.exitCode).toBe(1);
     expect(junitStructure(readFileSync(junit, "utf8")).suites).toMatchObject({ tests: "3", failures: "1" });
+    // a shard of another run (a loose tolerance), every record genuine, is not a shard of this one (adversary 50)
+    const k = files.findIndex((f) => existsSync(f) && readFileSync(f, "utf8").includes('"kerncap.check-record/1"'));
+    const loose = join(tempDir(), "loose");
+    const base = options([root], loose, fakeWorkers((t) => outcome(t)).open);
+    await runCheck({ ...base, settings: { ...base.settings, tolerance: { atol: 1e30, rtol: 1e30 } }, shard: { index: k, count: 3 } });
+    const mixed = files.map((f, i) => (i === k ? join(loose, "results.jsonl") : f)).filter((f) => existsSync(f));
+    expect(() => mergeResults(mixed, { slowerPct: 10 })).toThrow(/hold shards K\/3 of two different runs/);
   });
   test("--merge of a results file without a record, of text that is not one, or of a folder: exit 2 naming it, never a green run", async () => {
     const d = tempDir();
