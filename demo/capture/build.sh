@@ -36,7 +36,7 @@ scratch() {
 if ! plain "$dir"; then
   scratch
   here="$tmp"
-  cp -Rp "$dir/src" "$here/src"
+  cp -RLp "$dir/src" "$here/src" # links followed: nvcc would paste a link's real path
   ln -s "$dir/build" "$here/build"
 fi
 if ! quotable "${TMPDIR:-/tmp}"; then

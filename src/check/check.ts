@@ -81,6 +81,8 @@ export interface CheckReport {
   missingShards?: string[];
   /** A sharded run's: the authenticator of its claim to be that shard of exactly these captures (shardClaimAuth), what --merge takes a document's shard from. */
   shardAuth?: string;
+  /** The run's subject (src/format/subject.ts checkRunSubject), which its records carry too; covered by shardAuth. */
+  runSubject?: string;
 }
 
 /** `report` with its shard's claim authenticated (a sharded run's, where there is a key to write with). */
@@ -90,6 +92,7 @@ function withShardAuth(report: CheckReport): CheckReport {
     `${report.shard.index}/${report.shard.count}`,
     report.captures.map((r) => r.id),
     keyForWriting(),
+    report.runSubject,
   );
   return auth ? { ...report, shardAuth: auth } : report;
 }
@@ -210,6 +213,8 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   if (o.junit) checkOutputFile("junit", o.junit);
   if (o.writeBaseline) checkOutputFile("write-baseline", o.writeBaseline);
   const { mine, corpus } = await capturesOfShard(o);
+  // the run every shard of it names (a shard of another run, or another corpus' content, is refused by --merge)
+  const runSubject = checkRunSubject(corpus, o.settings);
   const dir = resolve(o.results);
   if (!mine.length) {
     // nothing to check: the results folder is neither made nor touched (a previous run's results stay where they are)
@@ -224,12 +229,12 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
       seconds: 0,
     });
     if (o.junit) writeJunit(o.junit, report);
-    return withShardAuth(report);
+    return withShardAuth({ ...report, runSubject });
   }
   // what each record's verdict is judged on (src/format/subject.ts), taken before any capture is checked
   const subjects = new Map(mine.map((c) => [c.id, checkSubject(c, o.settings)]));
   const run = openResults(o, dir, subjects);
-  run.runSubject = checkRunSubject(corpus, o.settings);
+  run.runSubject = runSubject;
   try {
     return await checkRun(o, run, mine, dir);
   } finally {
@@ -282,7 +287,7 @@ async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir
     if (Object.keys(added.captures).length !== Object.keys(run.baseline.captures).length) writeBaseline(run.baselinePath, added);
   }
   if (o.writeBaseline) writeRunBaseline(resolve(o.writeBaseline), run.baseline, records, log);
-  const report = reportOfRun();
+  const report = { ...reportOfRun(), runSubject: run.runSubject };
   if (o.junit) writeJunit(o.junit, report);
   return withShardAuth(report);
 }
@@ -291,7 +296,7 @@ async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir
  * The captures under `o.paths` (those passed over said), and of them this shard's (--shard K/N).
  * @throws KerncapError E_USAGE (no captures under the paths, two with one identity)
  */
-async function capturesOfShard(o: CheckOptions): Promise<{ mine: CaptureRef[]; corpus: string[] }> {
+async function capturesOfShard(o: CheckOptions): Promise<{ mine: CaptureRef[]; corpus: CaptureRef[] }> {
   const found = await discoverCaptures(o.paths);
   for (const p of found.passedOver) {
     // a folder's name is another user's text: one line on the terminal, whatever it holds (adversary 46: a newline in it)
@@ -306,7 +311,7 @@ async function capturesOfShard(o: CheckOptions): Promise<{ mine: CaptureRef[]; c
     });
   const mine = o.shard ? found.captures.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : found.captures;
   if (o.shard) log.info(`shard ${o.shard.index}/${o.shard.count}: ${mine.length} of ${found.captures.length} captures`);
-  return { mine, corpus: found.captures.map((c) => c.id) };
+  return { mine, corpus: found.captures };
 }
 
 /** A run's results folder opened (openResults): the baseline, the results file and what an earlier run left in it. */

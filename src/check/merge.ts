@@ -33,7 +33,7 @@ const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that
  * said. A --json document of no capture (a shard that held none) gives none.
  * @throws KerncapError E_USAGE (no such file, a folder), E_RESULTS, E_UNSAFE_PATH, E_RECORD_AUTH (a record without a valid authenticator, naming its line or captures[N]; no key to verify with)
  */
-function recordsIn(path: string): { records: CheckRecord[]; shard?: string } {
+function recordsIn(path: string): { records: CheckRecord[]; shard?: string; runSubject?: string } {
   const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
   if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint });
   if (statSync(path).isDirectory())
@@ -76,12 +76,15 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string } {
     const shard = typeof sh?.index === "number" && typeof sh.count === "number" ? `${sh.index}/${sh.count}` : undefined;
     // the claim is the run's own (shardAuth, under the results key), never a hand-written document's: an empty one
     // would stand for a failing shard and hide its captures (adversary 31 #2)
+    const rs = (doc as { runSubject?: unknown }).runSubject;
+    const runSubject = typeof rs === "string" ? rs : undefined;
     if (shard !== undefined) {
       const forged = shardClaimProblem(
         shard,
         r.output.map((x) => x.id),
         (doc as { shardAuth?: unknown }).shardAuth,
         keyForReading(path, MERGE_AUTH_HINT),
+        runSubject,
       );
       if (forged)
         throw new KerncapError(
@@ -92,7 +95,7 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string } {
           },
         );
     }
-    return { records: r.output, ...(shard !== undefined ? { shard } : {}) };
+    return { records: r.output, ...(shard !== undefined ? { shard, runSubject } : {}) };
   }
   const { records, truncated, validBytes } = parseResults(path, text, MERGE_AUTH_HINT);
   if (truncated && validBytes < Buffer.byteLength(text)) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
@@ -170,7 +173,7 @@ export function mergeResults(
   const byId = new Map<string, { r: CheckRecord; file: string }>();
   const given = new Map<string, string>(); // each file's real path: the name it was first given by
   const shards = new Map<string | null, Set<string>>();
-  const readFiles: { file: string; records: CheckRecord[] }[] = [];
+  const readFiles: { file: string; records: CheckRecord[]; shard?: string; runSubject?: string }[] = [];
   const inFile = (k: string | null, file: string) => void (shards.get(k) ?? shards.set(k, new Set()).get(k)!).add(file);
   assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
@@ -191,7 +194,7 @@ export function mergeResults(
     const read = recordsIn(file);
     if (read.shard !== undefined) inFile(read.shard, file);
     for (const r of read.records) if (r.shard !== undefined) inFile(r.shard, file);
-    readFiles.push({ file, records: read.records });
+    readFiles.push({ file, ...read });
   }
   // one run's files first (a whole run's beside a shard's, shards of two counts), then their captures
   const missing = missingShards(shards);
@@ -205,26 +208,7 @@ export function mergeResults(
       byId.set(r.id, { r, file });
     }
   }
-  // the shards K/N of one run: records of another run (other options, another corpus), however genuine, are not its
-  // (adversary 50: a shard of a run with --atol 1e30 merged with a strict run's other shard)
-  const runs = new Map<string, Map<string, string>>(); // N → runSubject → a file holding it
-  for (const { r, file } of byId.values()) {
-    if (typeof r.shard !== "string") continue;
-    const n = r.shard.split("/")[1]!;
-    const of = runs.get(n) ?? runs.set(n, new Map()).get(n)!;
-    if (!of.has(r.runSubject ?? "none")) of.set(r.runSubject ?? "none", file);
-  }
-  for (const [n, of] of runs) {
-    if (of.size < 2) continue;
-    const [a, b] = [...of.values()].map(escapedForMessage);
-    throw new KerncapError(
-      "E_RESULTS",
-      `${a} and ${b} hold shards K/${n} of two different runs (other captures or verdict-changing options): they are not shards of one run`,
-      {
-        hint: "Nothing was merged. Merge the results files of the shards of one run (the same paths and options, each with its --shard K/N); run a shard again where its file holds another run's.",
-      },
-    );
-  }
+  assertOneRun(readFiles, byId);
   if (missing.length && !o.partial)
     throw new KerncapError(
       "E_RESULTS",
@@ -272,4 +256,40 @@ export function mergeResults(
       "missingShards",
     );
   return report;
+}
+
+/**
+ * The shards K/N of one run (adversary 50, 51): records of another run, however genuine, are not
+ * its: shards of one count whose records or documents (a shard that held no capture says its run
+ * too) name two runSubjects, or two files of unsharded runs that name no run in common (a file
+ * --resume continued may name the runs it continued), are refused.
+ * @throws KerncapError E_RESULTS naming two of the files
+ */
+function assertOneRun(
+  readFiles: { file: string; records: CheckRecord[]; shard?: string; runSubject?: string }[],
+  byId: Map<string, { r: CheckRecord; file: string }>,
+): void {
+  const runs = new Map<string, Map<string, string>>(); // N → runSubject → a file holding it
+  const inRun = (shard: string, runSubject: string | undefined, file: string) => {
+    const n = shard.split("/")[1]!;
+    const of = runs.get(n) ?? runs.set(n, new Map()).get(n)!;
+    if (!of.has(runSubject ?? "none")) of.set(runSubject ?? "none", file);
+  };
+  const whole = new Map<string, Set<string>>(); // an unsharded run's file → the runs its records name
+  for (const { r, file } of byId.values()) {
+    if (typeof r.shard === "string") inRun(r.shard, r.runSubject, file);
+    else (whole.get(file) ?? whole.set(file, new Set()).get(file)!).add(r.runSubject ?? "none");
+  }
+  for (const f of readFiles) if (f.shard !== undefined && !f.records.length) inRun(f.shard, f.runSubject, f.file);
+  const refuse = (a: string, b: string, what: string) =>
+    new KerncapError(
+      "E_RESULTS",
+      `${escapedForMessage(a)} and ${escapedForMessage(b)} hold ${what} of two different runs (other captures, other content or verdict-changing options): they are not one run's`,
+      {
+        hint: "Nothing was merged. Merge the results files of the shards of one run (the same captures and options, each run with its --shard K/N); run a shard again where its file holds another run's.",
+      },
+    );
+  for (const [n, of] of runs) if (of.size > 1) throw refuse(...([...of.values()] as [string, string]), `shards K/${n}`);
+  const files = [...whole];
+  for (let i = 1; i < files.length; i++) if (![...files[0]![1]].some((x) => files[i]![1].has(x))) throw refuse(files[0]![0], files[i]![0], "the records");
 }

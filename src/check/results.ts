@@ -97,7 +97,7 @@ export function parseRecords<R>(
   text: string,
   kind: RecordKind<R>,
   authHint: string,
-): { records: R[]; validBytes: number; truncated: boolean; markers: string[] } {
+): { records: R[]; validBytes: number; truncated: boolean; markers: string[]; markerRuns: (string | undefined)[] } {
   // the file's name is whoever named it: one line on the terminal (adversary 47: a newline in it)
   const shown = escapeForTerminal(path, { oneLine: true });
   const damaged = (line: number, why: string) => new KerncapError("E_RESULTS", `${shown}, line ${line}: ${why}`, { hint: kind.hint });
@@ -105,6 +105,7 @@ export function parseRecords<R>(
   const key = text.length ? keyForReading(path, authHint) : undefined;
   const records: R[] = [];
   const markers: string[] = []; // the shards ("K/N") of kind.marker lines
+  const markerRuns: (string | undefined)[] = []; // and the run each names (runSubject; absent in older lines)
   let pos = 0;
   let line = 0;
   while (pos < text.length) {
@@ -114,6 +115,7 @@ export function parseRecords<R>(
     const body = text.slice(pos, last ? text.length : nl);
     let rec: R | undefined;
     let marker: string | undefined;
+    let markerRun: string | undefined;
     try {
       const json = JSON.parse(body);
       if (kind.marker && json?.schema === kind.marker) {
@@ -121,6 +123,7 @@ export function parseRecords<R>(
         if (forged) throw new KerncapError("E_RECORD_AUTH", `${shown}, line ${line}: ${forged}`, { hint: authHint });
         if (typeof json.shard !== "string" || !/^\d+\/\d+$/.test(json.shard)) throw new Error("a shard marker whose shard is not K/N");
         marker = json.shard;
+        markerRun = typeof json.runSubject === "string" ? json.runSubject : undefined;
       } else if (json?.schema !== kind.schema)
         // a line without the field is said so (nu10 #18f: "schema undefined is not …")
         throw new Error(
@@ -144,19 +147,19 @@ export function parseRecords<R>(
       // the line a kill cut short has no newline after it (each record and its newline are one write), and begins as every
       // record RecordLog writes does; a whole line that is no record is an error, never dropped, and so is a last line that
       // does not begin so (a one-line file of something else given as --jsonl was taken for a cut record and overwritten)
-      if (last && cutRecord(body, kind.schema)) return { records, markers, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
+      if (last && cutRecord(body, kind.schema)) return { records, markers, markerRuns, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true };
       if (e instanceof KerncapError) throw e;
       throw damaged(
         line,
         last ? `${(e as Error).message}; and it does not begin as a ${kind.schema} record that a kill cut short would` : (e as Error).message,
       );
     }
-    if (last) return { records, markers, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again
-    if (marker !== undefined) markers.push(marker);
+    if (last) return { records, markers, markerRuns, validBytes: Buffer.byteLength(text.slice(0, pos)), truncated: true }; // whole JSON, but the newline never came: written again
+    if (marker !== undefined) markers.push(marker), markerRuns.push(markerRun);
     else records.push(rec as R);
     pos = nl + 1;
   }
-  return { records, markers, validBytes: Buffer.byteLength(text), truncated: false };
+  return { records, markers, markerRuns, validBytes: Buffer.byteLength(text), truncated: false };
 }
 
 /** Whether `body` (a last line without its newline) is the start of a line RecordLog writes for `schema`: `{"schema":"<schema>",…` or any beginning of it. */
@@ -222,9 +225,9 @@ export class RecordLog<R extends object> {
     return { log: new this(path, append(), kind.schema, key), kept: [], truncated: false, earlier: 0 };
   }
 
-  /** Append a shard marker (RecordKind.marker's schema `schema`: this run was shard "K/N") with its authenticator, and fsync it. */
-  mark(schema: string, shard: string): void {
-    const body = { shard, at: new Date().toISOString() };
+  /** Append a shard marker (RecordKind.marker's schema `schema`: this run, of `runSubject`, was shard "K/N") with its authenticator, and fsync it. */
+  mark(schema: string, shard: string, runSubject?: string): void {
+    const body = { shard, at: new Date().toISOString(), ...(runSubject ? { runSubject } : {}) };
     writeSync(this.fd, jsonText({ schema, ...sealRecord(schema, body, this.key) }) + "\n");
     fsyncSync(this.fd);
   }

@@ -40,11 +40,11 @@ const SHARD_CLAIM = "kerncap.check-shard/1";
  * hand could stand for any shard, an empty one hiding a failing shard's captures from --merge
  * (adversary 31 #2). undefined where there is no key to write with.
  */
-export function shardClaimAuth(shard: string, ids: readonly string[], key: ResultsKey | undefined): string | undefined {
-  return sealRecord(SHARD_CLAIM, { shard, ids: [...ids].sort() }, key).auth;
+export function shardClaimAuth(shard: string, ids: readonly string[], key: ResultsKey | undefined, runSubject?: string): string | undefined {
+  return sealRecord(SHARD_CLAIM, { shard, ids: [...ids].sort(), ...(runSubject ? { runSubject } : {}) }, key).auth;
 }
 
 /** Why a document's claim to be shard "K/N" of the captures `ids` is not authenticated under `key` (a phrase), or undefined when it is. */
-export function shardClaimProblem(shard: string, ids: readonly string[], auth: unknown, key: ResultsKey): string | undefined {
-  return recordAuthProblem(SHARD_CLAIM, { shard, ids: [...ids].sort(), auth }, key);
+export function shardClaimProblem(shard: string, ids: readonly string[], auth: unknown, key: ResultsKey, runSubject?: string): string | undefined {
+  return recordAuthProblem(SHARD_CLAIM, { shard, ids: [...ids].sort(), ...(runSubject ? { runSubject } : {}), auth }, key);
 }

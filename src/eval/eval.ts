@@ -164,7 +164,8 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   const shard = o.shard ? `${o.shard.index}/${o.shard.count}` : null;
   const { results, kept, pending, subjects } = openResults(o, mine, inputs, shard);
   // a shard given no candidate: its file says that it ran (--merge counts the shard), as no record can
-  if (shard && !mine.length) results?.mark(EVAL_SHARD_MARKER, shard);
+  const runSubject = evalRunSubject(subjects);
+  if (shard && !mine.length) results?.mark(EVAL_SHARD_MARKER, shard, runSubject);
   // every build makes its private folders in TMPDIR: one that kerncap refuses is said once, before any, as validate says it
   // (not as each candidate's error, with a --resume that cannot help)
   if (pending.length) {
@@ -175,7 +176,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
       throw e;
     }
   }
-  const rec = new Recorder(o, mine, pending, results, { shard, subjects, runSubject: evalRunSubject(subjects) });
+  const rec = new Recorder(o, mine, pending, results, { shard, subjects, runSubject });
   const watchdog = watchdogOf(o, inputs);
   const queue = new TaskQueue<EvalTask>();
   const stops = new StopSignals().install();

@@ -454,6 +454,7 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
   // each run's share as its records say it ("K/N"; null: a run without --shard), with the files saying it (missingShards)
   const shards = new Map<string | null, Set<string>>();
   let inputs = new Set<string>();
+  const markerOf: { shard: string; runSubject: string | undefined; path: string }[] = [];
   assertMergeSize(files.map((f) => resolve(f)));
   for (const f of files) {
     const path = resolve(f);
@@ -464,7 +465,8 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
     warnSharedParent(path, "eval --merge");
     // and the file read itself (its fd's owner and mode): no file swapped in after the check above
     const text = readInputFile(path, "eval results file", "E_RESULTS", INPUT_FILE_MAX_BYTES, refuseNotOwn(path, what));
-    const { records, markers, truncated } = parseRecords(path, text, EVAL_RECORDS, MERGE_AUTH_HINT);
+    const { records, markers, markerRuns, truncated } = parseRecords(path, text, EVAL_RECORDS, MERGE_AUTH_HINT);
+    markers.forEach((k, i) => markerOf.push({ shard: k, runSubject: markerRuns[i], path }));
     // as check --merge says it (adversary 35: eval's merge left the cut record out without a word)
     if (truncated) log.warn(`${path}: its last line is not a whole record (a shard stopped while writing it): left out`);
     // a shard given no candidate writes its authenticated marker (EVAL_SHARD_MARKER); an empty file is one stopped before its first line
@@ -513,13 +515,14 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
   // eval's, however genuine (adversary 48: capture B's shard 1/2 merged as capture A's); a file's records of an earlier
   // unsharded eval (appended: "ranks them all") are no shard's
   const runs = new Map<string, Map<string, string>>(); // shard count N → runSubject → a file holding it
-  for (const r of byKey.values()) {
-    if (r.shard === null) continue;
-    const n = r.shard.split("/")[1]!;
-    if (!runs.has(n)) runs.set(n, new Map());
-    const of = runs.get(n)!;
-    if (!of.has(r.runSubject ?? "none")) of.set(r.runSubject ?? "none", fileOf.get(recordKey(r.candidate, r.input))!);
-  }
+  const inRun = (shard: string, runSubject: string | undefined, file: string) => {
+    const n = shard.split("/")[1]!;
+    const of = runs.get(n) ?? runs.set(n, new Map()).get(n)!;
+    if (!of.has(runSubject ?? "none")) of.set(runSubject ?? "none", file);
+  };
+  for (const r of byKey.values()) if (r.shard !== null) inRun(r.shard, r.runSubject, fileOf.get(recordKey(r.candidate, r.input))!);
+  // a shard given no candidate says its eval too (an empty shard of another eval stood for this one's: adversary 51)
+  for (const m of markerOf) inRun(m.shard, m.runSubject, m.path);
   for (const [n, of] of runs)
     if (of.size > 1) {
       const [a, b] = [...of.values()].map(escapedForMessage);

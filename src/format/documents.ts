@@ -72,7 +72,6 @@ export function documentId(name: DocumentName): string {
 export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
   return { schema: documentId(name), ...doc };
 }
-
 import { CleanedCaptures, Compare, N, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
 import { Rebuild, WatchLineFields } from "./document-rebuild.ts";
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
@@ -444,6 +443,8 @@ export const DOCUMENTS = {
     missingShards: v.optional(v.array(v.string())),
     /** A sharded run's: the authenticator of its claim to be that shard of exactly these captures, which --merge checks before it takes the document's shard. */
     shardAuth: v.optional(v.string()),
+    /** The run's subject (src/format/subject.ts checkRunSubject), covered by shardAuth; --merge refuses shards K/N of two. */
+    runSubject: v.optional(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/))),
   }),
   "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
   eval: v.object({

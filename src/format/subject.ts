@@ -141,20 +141,18 @@ export function evalSubjects(inputs: readonly { id: string; dir: string }[], bui
 }
 
 /**
- * The subject of one whole `kerncap check` run: the SHA-256 (hex) of its corpus's capture ids (every
- * capture found, before --shard) and its verdict-changing options (checkSubject's), the same in every
- * shard of one run. `check --merge` takes the shards of one only (adversary 50: a shard of an earlier
+ * The subject of one whole `kerncap check` run: the SHA-256 (hex) of its corpus's captures (every
+ * capture found, before --shard), each by its id and subject (checkSubject: its manifest, judging
+ * settings file, with --rebuild its sources, and the run's verdict-changing options), the same in
+ * every shard of one run of one corpus. `check --merge` takes the shards of one only (adversary 50: a shard of an earlier
  * run with --atol 1e30 merged with a strict run's other shard).
  */
 export function checkRunSubject(
-  ids: readonly string[],
+  corpus: readonly { id: string; path: string; kind: "folder" | "archive" }[],
   s: VerdictSettings & { rebuild: boolean; trust: boolean; force: boolean; buildOnly?: boolean },
 ): string {
-  const options = { ...verdictOptions(s), rebuild: s.rebuild, trust: s.trust, force: s.force, ...(s.buildOnly ? { buildOnly: true } : {}) };
-  const h = createHash("sha256")
-    .update("kerncap.check-run/1\n")
-    .update(`${JSON.stringify(options)}\n`);
-  for (const id of [...ids].sort()) h.update(`${id.length}:${id}\n`);
+  const h = createHash("sha256").update("kerncap.check-run/2\n");
+  for (const c of [...corpus].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))) h.update(`${c.id.length}:${c.id}=${checkSubject(c, s)}\n`);
   return h.digest("hex");
 }
 

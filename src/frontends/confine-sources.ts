@@ -24,6 +24,7 @@ import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { readInCapture } from "../format/paths.ts";
 import { confinedReadable } from "./confine.ts";
+import { includeFolderWords, includeSearchVariable } from "./include-search.ts";
 
 /** The largest file under src/ read (bytes); a larger one is refused. */
 const SOURCE_MAX = 16 << 20;
@@ -350,10 +351,9 @@ export function assertNoProbes(dir: string, m: Pick<Manifest, "source">, at = di
  * answer "no" in the confined build and "yes" in the user's.
  */
 function searchBeyondSandbox(at: string, readable: (p: string) => boolean): string | undefined {
-  for (const k of ["CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"])
-    if (process.env[k]) return `the folders ${k} adds`;
-  const FOLDER = /(?:^|[\s'"=,])(?:-I|-isystem|-iquote|-idirafter|--include-path)[\s'"=]*([^\s'"]*)/g;
-  if (FOLDER.test(process.env.EXTRA_FLAGS ?? "")) return "the include folders of EXTRA_FLAGS";
+  const variable = includeSearchVariable();
+  if (variable) return `the folders ${variable} adds`;
+  if (includeFolderWords(process.env.EXTRA_FLAGS ?? "").length) return "the include folders of EXTRA_FLAGS";
   let script = "";
   try {
     // its commands, not its comments
@@ -361,9 +361,7 @@ function searchBeyondSandbox(at: string, readable: (p: string) => boolean): stri
   } catch {
     // no build.sh to read: the build itself says so
   }
-  FOLDER.lastIndex = 0;
-  for (const m of script.matchAll(FOLDER)) {
-    const d = m[1]!;
+  for (const d of includeFolderWords(script)) {
     if (/^(?:\$here\/src|\.\/src|src)(?:\/|$)/.test(d)) continue;
     if (d.startsWith("/") && readable(join(d, "kerncap-probe.h"))) continue; // the toolchain's or the system's: in the sandbox
     return `the include folder ${JSON.stringify(d)} of build.sh`;

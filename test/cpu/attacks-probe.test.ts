@@ -122,16 +122,18 @@ describe("a query of a relative name where the user's own build searches folders
       return undefined;
     };
     expect(refusal()).toBeUndefined();
-    for (const [k, v] of [
-      ["CPATH", "/home/u/include"],
-      ["NVCC_APPEND_FLAGS", "-I/home/u/include"],
+    for (const [k, v, said] of [
+      ["CPATH", "/home/u/include", "the folders CPATH adds"],
+      ["NVCC_APPEND_FLAGS", "-I/home/u/include", "the folders NVCC_APPEND_FLAGS adds"],
+      ["EXTRA_FLAGS", "--system-include=/home/u/include", "the include folders of EXTRA_FLAGS"], // nvcc's long spelling (adversary 51)
+      ["EXTRA_FLAGS", "-Xcompiler -iwithprefix/u", "the include folders of EXTRA_FLAGS"],
     ] as const) {
       const saved = process.env[k];
       process.env[k] = v;
       try {
         const e = refusal();
         expect(e?.code).toBe("E_CONFINED");
-        expect(e?.message).toContain(`src/q.h:1: __has_include: your own build also searches the folders ${k} adds`);
+        expect(e?.message).toContain(`src/q.h:1: __has_include: your own build also searches ${said}`);
       } finally {
         if (saved === undefined) delete process.env[k];
         else process.env[k] = saved;

@@ -11,7 +11,7 @@ import { appendFileSync, chmodSync, chownSync, cpSync, existsSync, mkdirSync, re
 import { basename, join } from "node:path";
 import * as v from "valibot";
 import { readBaseline } from "../../src/check/baseline.ts";
-import { runCheck } from "../../src/check/check.ts";
+import { runCheck, type CheckOptions } from "../../src/check/check.ts";
 import { mergeResults } from "../../src/check/merge.ts";
 import { discoverCaptures, type CaptureRef } from "../../src/check/discover.ts";
 import { junitXml, xmlEscape } from "../../src/check/junit.ts";
@@ -791,6 +791,47 @@ describe("a check with fake workers", () => {
     const mixed = files.map((f, i) => (i === k ? join(loose, "results.jsonl") : f)).filter((f) => existsSync(f));
     expect(() => mergeResults(mixed, { slowerPct: 10 })).toThrow(/hold shards K\/3 of two different runs/);
   });
+  test("--merge refuses another run's part: an empty shard's document of a run with other options, two unsharded runs of other corpora, a shard run after a capture changed (adversary 51)", async () => {
+    const { jsonDocument } = await import("../../src/format/documents.ts");
+    const root = await corpus();
+    const run = async (shard: { index: number; count: number } | undefined, settings?: Partial<CheckOptions["settings"]>, paths = [root]) => {
+      const res = join(tempDir(), "r");
+      const base = options(paths, res, fakeWorkers((t) => outcome(t)).open);
+      const r = await runCheck({ ...base, settings: { ...base.settings, ...settings }, ...(shard ? { shard } : {}) });
+      const doc = join(tempDir(), "doc.json");
+      writeFileSync(doc, JSON.stringify(jsonDocument("check", r)));
+      return { r, doc, file: join(res, "results.jsonl") };
+    };
+    // five shards over three captures: at least two hold none, and their documents say so
+    const five = await Promise.all([0, 1, 2, 3, 4].map((index) => run({ index, count: 5 })));
+    expect(
+      mergeResults(
+        five.map((x) => x.doc),
+        { slowerPct: 10 },
+      ).captures,
+    ).toHaveLength(3);
+    const empty = five.findIndex((x) => !x.r.captures.length);
+    expect(empty).toBeGreaterThanOrEqual(0);
+    const loose = await run({ index: empty, count: 5 }, { tolerance: { atol: 1e30, rtol: 1e30 } });
+    const swapped = five.map((x, i) => (i === empty ? loose.doc : x.doc));
+    expect(() => mergeResults(swapped, { slowerPct: 10 })).toThrow(/hold shards K\/5 of two different runs/);
+    // two unsharded runs of two corpora: not one run
+    const other = join(tempDir(), "elsewhere");
+    await makeCapture(join(other, "c"));
+    const [a, b] = [await run(undefined), await run(undefined, {}, [other])];
+    expect(() => mergeResults([a.file, b.file], { slowerPct: 10 })).toThrow(/hold the records of two different runs/);
+    // shard 0/2 run, then a capture of the corpus changed, then shard 1/2 run: two runs
+    const first = await run({ index: 0, count: 2 });
+    writeFileSync(join(root, "a/one/kerncap-judge.json"), "{}\n");
+    const second = await run({ index: 1, count: 2 });
+    expect(() =>
+      mergeResults(
+        [first.file, second.file].filter((f) => existsSync(f)),
+        { slowerPct: 10, partial: true },
+      ),
+    ).toThrow(/two different runs/);
+  });
+
   test("--merge of a results file without a record, of text that is not one, or of a folder: exit 2 naming it, never a green run", async () => {
     const d = tempDir();
     const empty = join(d, "empty.jsonl"),

@@ -944,6 +944,18 @@ describe("--resume, --shard, --merge", () => {
     await quiet(() => runEval(options([other], files, { jsonl: theirs, shard: { index: k, count: 3 } })));
     const mixed = outs.map((f, i) => (i === k ? theirs : f)).filter((f) => existsSync(f));
     expect(() => mergeEval(mixed)).toThrow(/hold shards K\/3 of two different evals/);
+    // a shard given no candidate says its eval too: another eval's empty shard cannot stand for this one's (adversary 51)
+    const runShard = async (c: string, index: number, name: string) => {
+      const f = join(d, name);
+      await quiet(() => runEval(options([c], files, { jsonl: f, shard: { index, count: 20 } })));
+      return f;
+    };
+    let emptyK = -1;
+    for (let i = 0; i < 20 && emptyK < 0; i++) if (!withRecords(await runShard(cap, i, `e20-${i}.jsonl`))) emptyK = i;
+    expect(emptyK).toBeGreaterThanOrEqual(0);
+    const ours = join(d, `e20-${emptyK}.jsonl`); // this eval's own empty shard: the same shard of another eval is not it
+    const theirEmpty = await runShard(other, emptyK, "their-empty.jsonl");
+    expect(() => mergeEval([ours, theirEmpty], { partial: true })).toThrow(/of two different evals/);
     // a shard file others can write is not ranked (a trial's forged match was)
     chmodSync(empty, 0o666);
     expect(() => mergeEval([empty])).toThrow(/can be written by others \(mode 666\): eval --merge would rank its records as judged/);

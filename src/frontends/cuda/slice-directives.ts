@@ -11,6 +11,7 @@
 import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { findNvcc } from "./nvcc.ts";
+import { includeFolderWords, includeSearchVariable } from "../include-search.ts";
 import { MANIFEST_MAX_BYTES, readInCapture } from "../../format/paths.ts";
 
 /** A project header under src/ as the slice's checks read it: its path under src/, its text and its code (codeMask). */
@@ -452,11 +453,10 @@ export function flagDefinesOf(dir: string): (name: string) => boolean {
  */
 export function flagDefinesIn(text: string): (name: string) => boolean {
   const env = process.env;
-  if (["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"].some((k) => env[k])) return () => true;
+  if (includeSearchVariable(env)) return () => true;
   const words = `${text}\n${env.EXTRA_FLAGS ?? ""}`;
   if (/(?:^|[\s'"=,])(?:-include|-imacros|--pre-include|-preinclude|--options-file|-optf|@[^\s"'])/.test(words)) return () => true;
-  for (const m of words.matchAll(/(?:^|[\s'"=,])(?:-I|-isystem|-iquote|-idirafter|--include-path)[\s'"=]*([^\s'"]*)/g))
-    if (!/^(?:\$here\/src|\.\/src|src)(?:\/|$)/.test(m[1]!) && !isSystemDir(m[1]!)) return () => true;
+  for (const d of includeFolderWords(words)) if (!/^(?:\$here\/src|\.\/src|src)(?:\/|$)/.test(d) && !isSystemDir(d)) return () => true;
   const named = new Set([...words.matchAll(/(?:^|[\s'"=,])(?:-D|--define-macro)[\s'"=]*([A-Za-z_]\w*)/g)].map((m) => m[1]!));
   return (name) => named.has(name);
 }

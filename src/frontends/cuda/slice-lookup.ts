@@ -313,10 +313,10 @@ export function sliceHazard(tuText: string, mask: string, end: number, context: 
   // a call after the cut of a function the code before declares __noinline__: cicc specialises such a function for the
   // calls it sees (a constant argument propagated into it), so the slice, without that call, could compile the kernel's
   // call of it otherwise (adversary 48)
-  const noinline = noinlineFunctions(`${before}\n${earlyMasks}`);
+  const tuMacros = macroTable(tuText);
+  const noinline = noinlineFunctions(`${before}\n${earlyMasks}`, tuMacros);
   const lateCall = namedIn(mask.slice(end), noinline) ?? [...late.found].map((h) => namedIn(h.mask, noinline)).find(Boolean);
   if (lateCall) return `calls \`${lateCall}\`, declared __noinline__ before it, after the kernel (cicc specialises such a function for the calls it sees)`;
-  const tuMacros = macroTable(tuText);
   const called = namespaceScopeCalls(mask, end).find((w) => tuMacros.get(w)?.params !== undefined);
   if (called) return `calls the macro \`${called}\` at namespace scope after the kernel`;
   const macros: MacroTable = new Map(tuMacros);
@@ -364,8 +364,11 @@ function namespaceScopeCalls(mask: string, end: number): string[] {
 }
 
 /** The functions a text (a codeMask) declares `__noinline__` (`__attribute__((noinline))`, `[[gnu::noinline]]`): the ones cicc keeps as calls, and specialises for the calls it sees. */
-function noinlineFunctions(mask: string): Set<string> {
-  const re = /(?:\b__noinline__\b|__attribute__\s*\(\(\s*(?:__)?noinline(?:__)?\s*\)\)|\[\[\s*gnu::noinline\s*\]\])[^;{}()]*?\b([A-Za-z_]\w*)\s*\(/g;
+function noinlineFunctions(mask: string, macros: MacroTable = new Map()): Set<string> {
+  // a macro that spells the attribute (`#define NOINL __attribute__((noinline))`: adversary 51) is one more spelling
+  const spelt = [...macros].filter(([, m]) => m.params === undefined && /\bnoinline\b|__noinline__/.test(m.body)).map(([name]) => `\\b${name}\\b`);
+  const attr = ["\\b__noinline__\\b", "__attribute__\\s*\\(\\(\\s*(?:__)?noinline(?:__)?\\s*\\)\\)", "\\[\\[\\s*gnu::noinline\\s*\\]\\]", ...spelt].join("|");
+  const re = new RegExp(`(?:${attr})[^;{}()]*?\\b([A-Za-z_]\\w*)\\s*\\(`, "g");
   return new Set([...mask.matchAll(re)].map((m) => m[1]!));
 }
 
@@ -387,7 +390,7 @@ const namedIn = (mask: string, names: Set<string>): string | undefined =>
 export function bodyStays(tuText: string, mask: string, open: number, close: number, end: number): boolean {
   if (holdsDirective(tuText.slice(open, close))) return true;
   // a call of a __noinline__ function: left out, cicc would see fewer calls of it (adversary 48)
-  if (namedIn(mask.slice(open, close), noinlineFunctions(mask.slice(0, end)))) return true;
+  if (namedIn(mask.slice(open, close), noinlineFunctions(mask.slice(0, end), macroTable(tuText)))) return true;
   const between = includeClosure(tuText.slice(close, end), []);
   if (between.outside.size || between.computed) return true;
   const macros = macroTable(tuText);

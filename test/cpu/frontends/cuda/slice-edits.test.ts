@@ -233,6 +233,19 @@ __global__ void k(float* p) { p[0] = helper(ns::Tag{}); }
     expect(flagDefinesOf(dir)("KC_NOT_DEFINED")).toBe(true);
   });
 
+  test("a call after the kernel of a function declared __noinline__, in any spelling, a macro's too: no slice (adversary 48, 51)", async () => {
+    const { sliceHazard } = await import("../../../../src/frontends/cuda/slice-lookup.ts");
+    const { codeMask } = await import("../../../../src/frontends/cuda/slice.ts");
+    for (const attr of ["__noinline__", "__attribute__((noinline))", "[[gnu::noinline]]", "NOINL"]) {
+      const before = `#define NOINL __attribute__((noinline))\n__device__ ${attr} float helper(float x) { return x * 2; }\n__global__ void k(float* p) { p[0] = helper(p[1]); }\n`;
+      const tu = `${before}__global__ void other(float* q) { q[0] = helper(q[1]); }\n`;
+      expect(sliceHazard(tu, codeMask(tu), before.length), attr).toContain("calls `helper`, declared __noinline__ before it, after the kernel");
+    }
+    const plain = "__device__ float helper(float x) { return x * 2; }\n__global__ void k(float* p) { p[0] = helper(p[1]); }\n";
+    const tu = `${plain}__global__ void other(float* q) { q[0] = helper(q[1]); }\n`;
+    expect(sliceHazard(tu, codeMask(tu), plain.length)).toBeUndefined(); // a helper cicc may inline: not excluded (docs/verbs.md)
+  });
+
   test("each construct that can change the kernel the TU compiles is named; what cannot is not", async () => {
     expect(await hazard("template <> struct Tr<ns::Tag> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
     expect(await hazard("template <class U> struct Tr<U*> { static constexpr float v = 7.0f; };\n")).toContain("specializes `Tr`");
