@@ -133,10 +133,13 @@ export function escapedName(b: Uint8Array): string {
  * when the user runs that tool there (adversary 28: src/pytest.ini with a plugin beside it). `HEAD`:
  * a folder holding HEAD, objects/ and refs/ is a bare git repository whatever its name, whose config
  * names commands git runs there (core.fsmonitor at `git status`, or a shell prompt's; adversary 38),
- * and git finds no repository without a HEAD.
+ * and git finds no repository without a HEAD. And an AI agent's or an editor's (adversary 52):
+ * Claude Code's `.claude/` hooks, `.mcp.json` and `.cursor/` MCP servers, agents' standing
+ * instructions (CLAUDE.md, AGENTS.md, GEMINI.md, .cursorrules…), cuda-gdb's and neovim's start-up
+ * files, clangd's configuration (a compiler it runs), bazel's, asdf's, nix's and deno's.
  */
 const TOOL_FILE =
-  /^(HEAD|\.(git(attributes|modules)?|github|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|direnv|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml|pdbrc|gdbinit|lldbinit|husky|pre-commit-config\.ya?ml|justfile)|mise\.toml|conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|noxfile\.py|package\.json|bunfig\.toml|justfile|taskfile\.ya?ml)$/i;
+  /^(HEAD|\.(git(attributes|modules)?|github|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|direnv|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml|pdbrc|gdbinit|cuda-gdbinit|lldbinit|husky|pre-commit-config\.ya?ml|justfile|claude|mcp\.json|cursor|cursorrules|windsurfrules|continue|aider[^/]*|nvim\.lua|nvimrc|clangd|bazelrc|tool-versions)|mise\.toml|conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|noxfile\.py|package\.json|bunfig\.toml|justfile|taskfile\.ya?ml|claude\.md|agents\.md|gemini\.md|flake\.nix|deno\.jsonc?)$/i;
 
 /**
  * Why a name in an archive (its root folder, or a `/`-separated path inside it) is not portable
@@ -150,7 +153,10 @@ export function unportableName(name: string): string | undefined {
     if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
     if (part.startsWith("-")) return "has a part starting with - (read as an option)";
     if (TOOL_FILE.test(part))
-      return "names a tool's own files (git's, a bare repository's HEAD included, Mercurial's, cargo's, npm's, Bun's, direnv's, pytest's, tox's, a debugger's, a task runner's, CI's, an editor's): they name commands that tool runs";
+      return "names a tool's own files (git's, a bare repository's HEAD included, Mercurial's, cargo's, npm's, Bun's, direnv's, pytest's, tox's, a debugger's, a task runner's, CI's, an editor's, an AI agent's): they name commands that tool runs";
+    // pack and export leave hidden files out of src/: a build that read one would build otherwise from them (adversary 52)
+    if (part.startsWith(".") && part !== "." && part !== "..")
+      return "is a hidden name (pack and export leave hidden files out, so a build that read one would compile otherwise from an archive or an export)";
   }
   return undefined;
 }

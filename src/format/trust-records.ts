@@ -11,6 +11,7 @@ import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
 import { privateFolderRisk } from "../cache.ts";
 import { readInCapture, writeInCapture } from "./paths.ts";
+import { log } from "../log.ts";
 
 /** The record's file name in the state folder. */
 export const TRUST_FILE = "trusted-builds.json";
@@ -73,8 +74,38 @@ function stillThere(r: TrustRecord): boolean {
   }
 }
 
-/** The records in `state`'s record file; none when it is absent or damaged. */
+/** The state files whose refusal was said (once each per process). */
+const saidRisk = new Set<string>();
+
+/**
+ * Why a record file of the state folder (`name`: the trust records, the accepted judging settings)
+ * is not taken as the user's own, or undefined: it is not a regular file, another user owns it, or
+ * another may write it: a group or others write bit, which an ACL granting another user write access
+ * shows as its mask (adversary 52: a `user:attacker:rw` ACL on trusted-builds.json let that user
+ * write a record that ran their build.sh). Said once as a warning when it is refused.
+ */
+export function stateFileRisk(state: string, name: string): string | undefined {
+  const path = join(state, name);
+  let risk: string | undefined;
+  try {
+    const st = lstatSync(path);
+    const uid = process.geteuid?.();
+    if (!st.isFile()) risk = `${path} is not a regular file`;
+    else if (uid !== undefined && st.uid !== uid) risk = `${path} belongs to another user (uid ${st.uid})`;
+    else if (st.mode & 0o022) risk = `${path} can be written by others (mode ${(st.mode & 0o777).toString(8)}, an ACL's mask included; 600 expected)`;
+  } catch {
+    return undefined; // absent: nothing to take
+  }
+  if (risk && !saidRisk.has(path)) {
+    saidRisk.add(path);
+    log.warn(`${risk}: none of its records is taken (fix: chmod 600 ${path}; setfacl -b ${path})`);
+  }
+  return risk;
+}
+
+/** The records in `state`'s record file; none when it is absent, damaged, or may be another user's (stateFileRisk). */
 export function readRecords(state: string): TrustRecord[] {
+  if (stateFileRisk(state, TRUST_FILE)) return [];
   try {
     const doc = JSON.parse(readInCapture(state, TRUST_FILE, 16 << 20)?.toString("utf8") ?? "{}");
     return Array.isArray(doc?.builds) ? doc.builds : [];

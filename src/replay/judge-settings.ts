@@ -18,7 +18,7 @@ import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { notOwnEntry, receivedBecause } from "../format/received.ts";
-import { stateDir, trustKey, type TrustRecord } from "../format/trust-records.ts";
+import { stateDir, stateFileRisk, trustKey, type TrustRecord } from "../format/trust-records.ts";
 import { JUDGE_FILE } from "../format/file-names.ts";
 import { readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
 import { elementType, unknownElementType } from "./tolerance.ts";
@@ -184,6 +184,7 @@ function fileDigest(dir: string): string | undefined {
 }
 
 function records(state: string): TrustRecord[] {
+  if (stateFileRisk(state, ACCEPT_FILE)) return []; // another user may write it: nothing accepted
   try {
     const doc = JSON.parse(readInCapture(state, ACCEPT_FILE, 16 << 20)?.toString("utf8") ?? "{}");
     return Array.isArray(doc?.accepted) ? doc.accepted : [];

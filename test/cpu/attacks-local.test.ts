@@ -620,6 +620,12 @@ describe("attack: the state folder inside a folder another user can write", () =
       trustOwnBuild(next, m);
       expect(dirs()).toEqual([realpathSync(caps[2]!.cap), realpathSync(next)]);
       expect(trustRecorded(caps[2]!.cap, caps[2]!.m)).toBe(true);
+      // a record file another may write (group write bits: what an ACL granting another user write access shows as its
+      // mask): none of its records is taken (adversary 52: that user wrote a record that ran their build.sh)
+      chmodSync(file, 0o660);
+      expect(trustRecorded(caps[2]!.cap, caps[2]!.m)).toBe(false);
+      chmodSync(file, 0o600);
+      expect(trustRecorded(caps[2]!.cap, caps[2]!.m)).toBe(true);
       // no XDG_STATE_HOME and a HOME that does not exist: no state folder, nothing made
       delete process.env.XDG_STATE_HOME;
       const nohome = join(tempDir("kerncap-attack-"), "nonexistent");

@@ -545,13 +545,32 @@ describe("names are data", () => {
       expect(e.message).toContain(`root folder name "${root}" starts with . (a hidden folder`);
       expect(readdirSync(out)).toEqual([]);
     }
-    for (const entry of [".git/config", "src/.gitattributes", "src/sub/.GIT/hooks/x", ".hg/hgrc", "src/.cargo/config.toml", ".npmrc"]) {
+    // an AI agent's and an editor's too (adversary 52: Claude Code's hooks, MCP servers, cuda-gdb's and neovim's start-up files)
+    for (const entry of [
+      ".git/config",
+      "src/.gitattributes",
+      "src/sub/.GIT/hooks/x",
+      ".hg/hgrc",
+      "src/.cargo/config.toml",
+      ".npmrc",
+      "src/.claude/settings.json",
+      "src/.mcp.json",
+      "src/.cursor/mcp.json",
+      "src/.cuda-gdbinit",
+      "src/.nvim.lua",
+      "src/.clangd",
+      "CLAUDE.md",
+      "AGENTS.md",
+    ]) {
       const b = await craftedArchive("cap", entry);
       const e = await thrown(() => unpackArchive(b.archive, join(b.dir, "out")));
-      expect(e).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
+      expect(e, entry).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
       expect(e.message).toContain("names a tool's own files");
       expect(existsSync(join(b.dir, "out"))).toBe(false);
     }
+    // a hidden source: pack and export leave it out, so a build that read one would compile otherwise from the archive
+    const h = await craftedArchive("cap", "src/.fast.cuh");
+    expect((await thrown(() => unpackArchive(h.archive, join(h.dir, "out")))).message).toContain("is a hidden name");
     // the sender learns it at pack time
     const root = tempDir();
     const hidden = join(root, ".vim");

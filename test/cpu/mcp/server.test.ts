@@ -384,6 +384,11 @@ describe("kerncap mcp", () => {
     );
     expect(slice.hint).toBe("Edit src/kernel.cu instead: validate remakes src/kernel.kerncap-slice.cu from it.");
     expect(readFileSync(join(dir, "src/kernel.kerncap-slice.cu"), "utf8")).toStartWith("// kerncap slice of src/kernel.cu");
+    // a hidden source: pack and export leave it out, so an agent's header there would build otherwise from them (adversary 52)
+    const hidden = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/.fast.cuh", content: "#define SCALE 2\n" } })).error;
+    expect(hidden.code).toBe("E_PACK_NAME");
+    expect(hidden.message).toContain("is a hidden name");
+    expect(existsSync(join(dir, "src/.fast.cuh"))).toBe(false);
     // evaluate's candidates by the same rule
     expect(evaluateRefusal(dir, { name: "s", files: { "src/kernel.kerncap-slice.cu": "x" } })).toMatchObject({
       code: "E_NOT_SOURCE",
