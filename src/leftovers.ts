@@ -110,8 +110,23 @@ function tempSiblings(base: string): { path: string; kind: "tmp" | "old"; pid: n
   }
   return names.flatMap((n) => {
     const m = n.startsWith(`${name}.`) ? /^\.(tmp|old)-(\d+)(?:-[0-9a-z]{6,})?$/.exec(n.slice(name.length)) : null;
-    return m ? [{ path: join(dir, n), kind: m[1] as "tmp" | "old", pid: Number(m[2]) }] : [];
+    // a number no process can have (above the kernel's pid_max) is no pid of kerncap's: a date, a version (adversary 53:
+    // a user's backup cap.old-20240611 was removed by pack --force)
+    return m && Number(m[2]) <= pidMax() ? [{ path: join(dir, n), kind: m[1] as "tmp" | "old", pid: Number(m[2]) }] : [];
   });
+}
+
+let pidMaxRead: number | undefined;
+/** The largest pid this system gives (/proc/sys/kernel/pid_max; 4194304, Linux's bound, where it does not read). */
+function pidMax(): number {
+  if (pidMaxRead === undefined) {
+    try {
+      pidMaxRead = Number(readFileSync("/proc/sys/kernel/pid_max", "utf8").trim()) || 4194304;
+    } catch {
+      pidMaxRead = 4194304;
+    }
+  }
+  return pidMaxRead;
 }
 
 /**

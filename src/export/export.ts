@@ -56,6 +56,7 @@ import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture } from 
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { remakeGeneratedSources } from "../frontends/build.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
+import { receivedBecause } from "../format/received.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
@@ -74,7 +75,8 @@ export { assertExportableNames } from "./project-names.ts";
 /** The marker of an export folder (`--force` replaces only a folder that holds it), and the Triton script's data: src/format/file-names.ts. */
 export { EXPORT_FILE } from "../format/file-names.ts";
 import { EXPORT_FILE } from "../format/file-names.ts";
-export const EXPORT_FORMAT = "kerncap-export";
+export { EXPORT_FORMAT } from "./document.ts";
+import { EXPORT_FORMAT, exportDocument, pinnedOf } from "./document.ts";
 
 export interface ExportOptions {
   force?: boolean;
@@ -175,6 +177,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   // what a killed export left beside OUT (its pid gone, kerncap's mark inside)
   for (const p of removeStaleTemps(out, existsSync(out))) log.info(`removed ${p}, left by an export that was killed`);
   // made 0700 and held open: every file goes in through its fd, never by a name another user may swap (src/util/write-file.ts)
+  const received = receivedBecause(capDir, m) !== undefined || runsTrustedCopy(capDir);
   const t = makePrivateTemp(tempFor(out));
   const tmp = t.at;
   try {
@@ -183,9 +186,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     const editable = copyProject(capDir, m, tmp, project.entries);
     for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
     // a received capture's generated sources (CUDA's slice: unkeyed stamps) made anew, as validate does (adversary 50)
-    if (runsTrustedCopy(capDir) && existsSync(join(tmp, "src"))) remakeGeneratedSources(tmp, m);
+    if (received && existsSync(join(tmp, "src"))) remakeGeneratedSources(tmp, m);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
-    const doc = exportDocument(m, plan, files, triton, digests);
+    const doc = exportDocument(m, plan, files, triton, digests, triton ? pinnedOf(capDir, o.trustedFiles) : undefined, !received);
     writeFileSync(join(tmp, EXPORT_FILE), jsonText(doc, 2) + "\n");
     const hasBuild = existsSync(join(tmp, "build.sh"));
     const commands = {
@@ -520,7 +523,7 @@ function copyProject(capDir: string, m: Manifest, tmp: string, plan: readonly Pr
   return copied.find((c) => c.startsWith("src/") && !c.includes(".kerncap-slice.") && !c.startsWith("src/original/")) ?? null;
 }
 
-interface TritonPart {
+export interface TritonPart {
   args: TritonArg[];
   storedPointer: { region: string; offset: number; va: string } | null;
 }
@@ -535,59 +538,6 @@ function tritonPart(capDir: string, m: Manifest, params: Uint8Array, plan: Expor
     for (const run of runs(r, r.before, m.memory.chunkBytes)) yield { offset: run.vaOffset, bytes: before.view(run.fileOffset, run.bytes) };
   });
   return { args, storedPointer: hit ? { region: `0x${plan.regions[hit.region]!.va.toString(16)}`, offset: hit.offset, va: hit.va } : null };
-}
-
-/**
- * kerncap-export.json: the export's marker and what the Triton script reads (kcdata.py): `dataFiles`
- * [{path, bytes}] and `dataDigests` [[file index, byte offset, length, kc64 hex]] are capture.h's
- * checksum tables, which repro.py checks before it reads a byte (kcdata.Export.verify).
- */
-function exportDocument(m: Manifest, p: ExportPlan, f: ExportFiles, t: TritonPart | null, d: ReturnType<typeof dataDigests>): Record<string, unknown> {
-  const s = (m.source ?? {}) as Record<string, any>;
-  return {
-    format: EXPORT_FORMAT,
-    version: 1,
-    kernel: p.kernel,
-    demangled: p.demangled,
-    frontend: m.kernel.frontend,
-    files: f,
-    chunkBytes: p.chunkBytes,
-    tolerance: p.tolerance,
-    regions: p.regions.map((r) => ({
-      va: `0x${r.va.toString(16)}`,
-      size: r.size,
-      kind: r.name,
-      changed: r.changed,
-      dtype: r.dtype,
-      multiset: r.multiset,
-      before: r.before,
-      after: r.after,
-    })),
-    dataFiles: d.files,
-    dataDigests: d.pieces.map((x) => [x.file, x.offset, x.length, x.kc64]),
-    ...(t
-      ? {
-          triton: {
-            fnName: s.fnName ?? null,
-            kernelFile: s.fnName ? `src/${s.fnName}.py` : null,
-            tritonVersion: s.tritonVersion ?? null,
-            grid: p.grid,
-            args: t.args,
-            constexprs: (s.constexprs ?? []).map((c: { name: string; expr?: string; value?: unknown }) => ({
-              name: c.name,
-              expr: c.expr ?? null,
-              value: c.value ?? null,
-            })),
-            options: Object.fromEntries(
-              ["num_warps", "num_stages", "num_ctas", "maxnreg"]
-                .filter((k) => s.options?.[k] !== undefined && s.options?.[k] !== null)
-                .map((k) => [k, s.options[k]]),
-            ),
-            storedPointer: t.storedPointer,
-          },
-        }
-      : {}),
-  };
 }
 
 /** Bytes of every regular file under `dir`. */

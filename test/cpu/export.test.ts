@@ -35,7 +35,7 @@ import { buildReproducer } from "../../src/frontends/build.ts";
 import { captureHeader, cString, exportPlan, storedPointer } from "../../src/export/plan.ts";
 import { readManifest, sha256File, verifyFiles } from "../../src/format/capture-dir.ts";
 import { runs } from "../../src/format/chunks.ts";
-import { packCapture } from "../../src/format/archive.ts";
+import { packCapture, unpackArchive } from "../../src/format/archive.ts";
 import { DOCUMENTS, jsonDocument } from "../../src/format/documents.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { RECEIVED_MARK } from "../../src/format/file-names.ts";
@@ -43,7 +43,7 @@ import { kc64 } from "../../src/format/kc64.ts";
 import { acceptJudging, writeJudging } from "../../src/replay/judge-settings.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
-import { grepTree, PLANTED, plantPrivate, stderrOf, tempDir } from "./fixtures.ts";
+import { deadPid, grepTree, PLANTED, plantPrivate, stderrOf, tempDir } from "./fixtures.ts";
 import { log } from "../../src/log.ts";
 
 const CUDA_HOME = [process.env.CUDA_HOME, "/usr/local/cuda"].find((p): p is string => !!p && existsSync(join(p, "include/cuda.h")));
@@ -274,9 +274,14 @@ describe("kerncap export: the folder", () => {
     };
     expect(code(() => exportCapture(cap, out))).toBe("E_EXISTS");
     // a temp folder a killed export left (its pid gone) is removed by the next export of OUT
-    const stale = `${out}.tmp-999999999`;
+    const dead = await deadPid();
+    const stale = `${out}.tmp-${dead}`;
     mkdirSync(stale);
-    writeFileSync(join(stale, ".kerncap-temp"), "999999999\n");
+    writeFileSync(join(stale, ".kerncap-temp"), `${dead}\n`);
+    // a sibling named like one but by a number no process can have (a date) is the user's: kept (adversary 53)
+    const backup = `${out}.old-20240611`;
+    mkdirSync(backup);
+    writeFileSync(join(backup, ".kerncap-temp"), "mine\n");
     writeFileSync(join(out, "mine.txt"), "x");
     // what --force loses is said, as unpack --force says it (adversary 35: an edited src/ and a notes file went without a word)
     const srcFile = readdirSync(join(out, "src")).find((n) => n.endsWith(".cu"))!;
@@ -288,6 +293,7 @@ describe("kerncap export: the folder", () => {
     expect(existsSync(join(out, "mine.txt"))).toBe(false); // replaced whole
     expect(readFileSync(join(out, "src", srcFile), "utf8")).not.toContain("// my edit");
     expect(existsSync(stale)).toBe(false);
+    expect(existsSync(backup)).toBe(true);
     const other = join(out, "..", "other");
     mkdirSync(other);
     writeFileSync(join(other, "notes.txt"), "keep");
@@ -893,6 +899,32 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(bare.err).toContain("This GPU is sm_80; the image holds machine code for (unknown) and no PTX");
     expect(bare.code).toBe(2);
   }, 120_000);
+});
+
+describe("kerncap export: what the Triton script imports and evaluates", () => {
+  test("comes from pinned.json (what trust shows and hashes), not the manifest; a received capture without one gets neither (adversary 53)", async () => {
+    const { cap } = await tritonCapture(); // its manifest: fnName axpy_kernel, BLOCK's expression "128"
+    const pinned = {
+      fnName: "axpy_kernel",
+      python: "python3",
+      kernelFile: "axpy_kernel.py",
+      signature: {},
+      constexprs: [{ name: "BLOCK", expr: "64" }],
+      options: {},
+    };
+    writeFileSync(join(cap, "pinned.json"), JSON.stringify(pinned));
+    const doc = (out: string) => JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8")).triton;
+    const own = join(cap, "..", "own");
+    exportCapture(cap, own);
+    expect(doc(own)).toMatchObject({ kernelFile: "src/axpy_kernel.py", constexprs: [{ name: "BLOCK", expr: "64", value: 128 }] });
+    // a received capture with no pinned.json: the manifest's expression and file name are the sender's, never run
+    rmSync(join(cap, "pinned.json"));
+    const p = await packCapture(cap, join(cap, "..", "t.zip"));
+    const got = (await unpackArchive(p.archive, join(cap, "..", "got"))).dir;
+    const theirs = join(cap, "..", "theirs");
+    exportCapture(got, theirs);
+    expect(doc(theirs)).toMatchObject({ fnName: null, kernelFile: null, constexprs: [{ name: "BLOCK", expr: null, value: 128 }] });
+  });
 });
 
 describe.skipIf(!PY)("kerncap export: the Triton script's reconstruction (kcdata.py, python3, no Triton or PyTorch)", () => {

@@ -115,6 +115,7 @@ const EXPORT_WHY =
   "kerncap export's Triton script (templates/export/repro.py and kcdata.py, the kernel's arguments from the Triton signature, the kerncap.export/1 document's `triton` and `commands.triton` fields) is being extended to Inductor and JAX exports; it moves behind a Frontend hook of its own with them";
 const MAY_NAME_A_FRONTEND: Record<string, { why: string; lines?: RegExp }> = {
   "export/export.ts": { why: EXPORT_WHY },
+  "export/document.ts": { why: EXPORT_WHY },
   "export/project-names.ts": { why: EXPORT_WHY },
   "export/plan.ts": { why: EXPORT_WHY },
   "export/readme.ts": { why: EXPORT_WHY, lines: /triton: Boolean\(t\)/ },
