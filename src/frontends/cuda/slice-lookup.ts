@@ -389,11 +389,11 @@ const namedIn = (mask: string, names: Set<string>): string | undefined =>
  */
 export function bodyStays(tuText: string, mask: string, open: number, close: number, end: number): boolean {
   if (holdsDirective(tuText.slice(open, close))) return true;
+  const macros = macroTable(tuText);
   // a call of a __noinline__ function: left out, cicc would see fewer calls of it (adversary 48)
-  if (namedIn(mask.slice(open, close), noinlineFunctions(mask.slice(0, end), macroTable(tuText)))) return true;
+  if (namedIn(mask.slice(open, close), noinlineFunctions(mask.slice(0, end), macros))) return true;
   const between = includeClosure(tuText.slice(close, end), []);
   if (between.outside.size || between.computed) return true;
-  const macros = macroTable(tuText);
   const names = new Set(mask.slice(0, close).match(/[A-Za-z_]\w*/g) ?? []);
   return headHazard(declarationHeads(mask, close, end), "", (n) => names.has(n), macros) !== undefined;
 }

@@ -58,6 +58,14 @@ function capture() {
   return { dir, manifest, meta, tu: join(dir, "src", meta.tu), slice: join(dir, "src", meta.slice) };
 }
 
+/** The kernel's machine code (kernelCodeSha256) built by the capture's build.sh from its slice, then from the whole TU (the slice made "not made"). */
+function sliceAndWholeTu(c: ReturnType<typeof capture>): [string | null, string | null] {
+  build(c.dir, join(c.dir, "build", "slice.cubin"));
+  writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
+  build(c.dir, join(c.dir, "build", "whole.cubin"));
+  return [kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest), kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest)];
+}
+
 function build(dir: string, out: string): void {
   const p = Bun.spawnSync(["bash", join(dir, "build.sh"), out], { cwd: dir, stdout: "pipe", stderr: "pipe" });
   if (p.exitCode !== 0) throw new Error(`build.sh: ${p.stderr.toString()}`);
@@ -115,10 +123,8 @@ ${KERNEL("(is_complete<Tag>::value ? 2.0f : 1.0f) * p->a")}int main() { return 0
     writeFileSync(c.tu, text);
     expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
     expect(readFileSync(c.slice, "utf8")).toContain("p[0] = is_complete<Tag>::value ? 2.0f : 1.0f;"); // the first kernel's body stays
-    build(c.dir, join(c.dir, "build", "slice.cubin"));
-    writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
-    build(c.dir, join(c.dir, "build", "whole.cubin"));
-    expect(kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest)).toBe(kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest));
+    const [sliced, whole] = sliceAndWholeTu(c);
+    expect(sliced).toBe(whole);
     // with nothing declared between them, the other kernel's body is left out as before
     writeFileSync(c.tu, text.replace("struct Tag { int z; };\n", "").replace("__global__ void first", "struct Tag { int z; };\n__global__ void first"));
     expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
@@ -155,10 +161,8 @@ ${KERNEL("SCALE * p->a")}int main() { return 0; }
 `,
     );
     expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
-    build(c.dir, join(c.dir, "build", "slice.cubin"));
-    writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
-    build(c.dir, join(c.dir, "build", "whole.cubin"));
-    expect(kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest)).toBe(kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest));
+    const [sliced, whole] = sliceAndWholeTu(c);
+    expect(sliced).toBe(whole);
   });
 
   test("an edit reading __builtin_FILE(), __DATE__ and __TIME__ builds the same kernel, slice and whole TU, in the capture and in copies of it elsewhere", () => {
@@ -226,9 +230,7 @@ int main() { return 0; }
     );
     expect(refreshSlice(c.dir, c.meta).action).toBe("remade");
     expect(readFileSync(c.slice, "utf8")).toContain("q[0] = helper(q[1], q[2]);"); // the other kernel's body stays
-    build(c.dir, join(c.dir, "build", "slice.cubin"));
-    writeFileSync(c.slice, notMadeText(c.meta, "the test's whole TU"));
-    build(c.dir, join(c.dir, "build", "whole.cubin"));
-    expect(kernelCodeSha256(join(c.dir, "build", "slice.cubin"), c.manifest)).toBe(kernelCodeSha256(join(c.dir, "build", "whole.cubin"), c.manifest));
+    const [sliced, whole] = sliceAndWholeTu(c);
+    expect(sliced).toBe(whole);
   });
 });
