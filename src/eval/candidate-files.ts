@@ -6,8 +6,9 @@
  */
 import { createHash } from "node:crypto";
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, type Stats } from "node:fs";
-import { basename, join, relative } from "node:path";
+import { basename, join, relative, sep } from "node:path";
 import { KerncapError, systemError, whileReading } from "../errors.ts";
+import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import type { Candidate, CandidateKind } from "./candidates.ts";
 
 /** The largest candidate file or tree read (bytes): sources, not data. */
@@ -77,9 +78,22 @@ export function readCandidateFile(root: string, rel: string, seen: Stats): Buffe
   }
 }
 
-/** A tree (or overlay) candidate's files and their bytes, each read once (readCandidateFile). @throws KerncapError E_CANDIDATE */
+/**
+ * A tree (or overlay) candidate's files and their bytes, each read once (readCandidateFile); every
+ * name portable (unportableName: no hidden name, no tool's file), as patches', overlays' and
+ * edit_file's are: pack and export leave such files out, so a candidate built from one would be
+ * judged on code no archive or export of it holds (adversary 54: `.fast.cuh`, `.git/`).
+ * @throws KerncapError E_CANDIDATE
+ */
 export function readTree(root: string): { files: string[]; bytes: Buffer[] } {
   const entries = treeEntries(root);
+  for (const { rel } of entries) {
+    const why = unportableName(rel.split(sep).join("/"));
+    if (why)
+      throw new KerncapError("E_CANDIDATE", `candidate ${root}: ${escapedForMessage(rel)} ${why}`, {
+        hint: "A tree candidate holds the sources of src/ under portable names (letters, digits and ._+-, none hidden): copy the sources alone into a folder of their own, without editor backups, .git or tools' files.",
+      });
+  }
   return { files: entries.map((e) => e.rel), bytes: entries.map((e) => readCandidateFile(root, e.rel, e.st)) };
 }
 

@@ -350,6 +350,26 @@ export function foreignEntry(path: string, members: ReadonlySet<string>): string
   return undefined;
 }
 
+/**
+ * Why an archive's folder `path` (below its root, `/`-separated; listed in its index's `dirs`) is
+ * not a capture's, or undefined: the same rule as foreignEntry's for the folders a file may lie in
+ * (a capture's own folders and what lies under them, a capture set's members), so that an index
+ * cannot make a folder, build/ or node_modules/, that no file of it could be in (adversary 54).
+ */
+export function foreignFolder(path: string, members: ReadonlySet<string>): string | undefined {
+  if (unsafeEntryName(path)) return undefined; // a path out of the folder: safeEntryPath's refusal, said as such
+  const parts = path.replace(/\/+$/, "").split("/");
+  const rel = members.has(parts[0]!) ? parts.slice(1) : parts;
+  if (!rel.length) return undefined; // a member of a capture set itself
+  if (rel[0] === BUILD_DIR)
+    return `is ${BUILD_DIR}/ or lies in it, which holds what builds write on the machine that holds the capture, and which pack leaves out`;
+  if (!CAPTURE_FOLDERS.has(rel[0]!)) return `is no folder of a capture (${[...CAPTURE_FOLDERS].map((f) => `${f}/`).join(", ")})`;
+  if (rel[0] === "src") return undefined; // sources' folders: unportableName holds their names
+  if (rel.some((p) => p.startsWith("."))) return "is a hidden name, which a capture holds only under src/";
+  if (rel[0] === "processes" && rel.length > 1) return "lies in processes/, which holds only one file per process, named by its number";
+  return undefined;
+}
+
 /** The folders of `files` (root-relative paths) that hold a kerncap.json: a capture set's members. */
 export function captureMembers(files: readonly string[]): Set<string> {
   return new Set(files.filter((f) => /^[^/]+\/kerncap\.json$/.test(f)).map((f) => f.split("/")[0]!));
@@ -374,7 +394,10 @@ export function refuseUnsafeNames(archive: string, idx: PackIndex): void {
     ...idx.dirs.map((d) => ["folder", d.replace(/\/+$/, "")] as const),
     ...idx.files.map((f) => ["file", f.path] as const),
   ]) {
-    const why = what === "root folder name" ? unfitRootName(name) : (unportableName(name) ?? (what === "file" ? foreignEntry(name, members) : undefined));
+    const why =
+      what === "root folder name"
+        ? unfitRootName(name)
+        : (unportableName(name) ?? (what === "file" ? foreignEntry(name, members) : foreignFolder(name, members)));
     if (why)
       throw new KerncapError("E_ARCHIVE", `${archive}: the ${what} ${escapedForMessage(name)} ${why}`, {
         hint: "kerncap unpacks only portable names (letters, digits and ._+-); nothing was unpacked. Ask the sender to rename it and pack again.",

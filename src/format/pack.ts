@@ -37,6 +37,7 @@ import {
   removeStale,
   SPARSE_SUFFIX,
   foreignEntry,
+  foreignFolder,
   unfitRootName,
   unportableName,
   UTF8,
@@ -133,6 +134,11 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
           },
         );
       } else if (st.isDirectory()) {
+        const foreign = foreignFolder(r, members); // a folder no capture holds (build/ is left out above): what unpack refuses
+        if (foreign)
+          throw new KerncapError("E_PACK_NAME", `${oneLine(dir)}: ${escapedForMessage(r)}/ ${foreign}, which kerncap unpack refuses`, {
+            hint: "Move it out of the capture folder (or its files under src/), then pack again.",
+          });
         out.dirs.push(r);
         go(r);
       } else if (st.isFile()) {

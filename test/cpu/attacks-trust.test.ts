@@ -507,7 +507,7 @@ describe("names are data", () => {
    * `root` and note.txt renamed `note` in the index and the entries (kerncap pack refuses such names:
    * an attacker writes the zip by hand).
    */
-  async function craftedArchive(root: string, note = "note.txt"): Promise<{ dir: string; archive: string }> {
+  async function craftedArchive(root: string, note = "note.txt", dirs: string[] = []): Promise<{ dir: string; archive: string }> {
     const dir = tempDir();
     await makeCapture(join(dir, "cap"));
     writeFileSync(join(dir, "cap/note.txt"), "x");
@@ -519,7 +519,10 @@ describe("names are data", () => {
     const archive = join(dir, "evil.zip");
     writeFileSync(
       archive,
-      rawZip([storedEntry(`${root}/${PACK_INDEX}`, JSON.stringify({ ...idx, root, files })), ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) }))]),
+      rawZip([
+        storedEntry(`${root}/${PACK_INDEX}`, JSON.stringify({ ...idx, root, files, dirs: [...idx.dirs, ...dirs] })),
+        ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) })),
+      ]),
     );
     return { dir, archive };
   }
@@ -581,6 +584,35 @@ describe("names are data", () => {
     mkdirSync(join(git, ".git"));
     writeFileSync(join(git, ".git/config"), "[filter]\n");
     expect((await thrown(() => packCapture(git, join(root, "g.zip")))).code).toBe("E_PACK_NAME");
+  }, 60_000);
+
+  test("an archive's index makes no folder a capture does not hold: build/, node_modules/, processes/1/, a hidden one (adversary 54: listed in dirs alone, they were made); pack refuses such a folder", async () => {
+    for (const [dir, why] of [
+      ["build", "is build/ or lies in it"],
+      ["build/pruned", "is build/ or lies in it"],
+      ["bin", "is no folder of a capture"],
+      ["node_modules", "is no folder of a capture"],
+      ["processes/1", "lies in processes/, which holds only one file per process"],
+      ["kernel/.hidden", "is a hidden name"],
+    ] as const) {
+      const a = await craftedArchive("cap", "note.txt", [dir]);
+      const e = await thrown(() => unpackArchive(a.archive, join(a.dir, "out")));
+      expect(e, dir).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
+      expect(e.message).toContain(why);
+      expect(existsSync(join(a.dir, "out"))).toBe(false);
+    }
+    // a capture's own folders and what lies under them stay: memory/x, src/sub
+    const ok = await craftedArchive("cap", "note.txt", ["memory/x", "src/sub"]);
+    await unpackArchive(ok.archive, join(ok.dir, "out"));
+    expect(existsSync(join(ok.dir, "out/memory/x"))).toBe(true);
+    // the sender learns it at pack time
+    const root = tempDir();
+    const cap = join(root, "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "bin"));
+    const p = await thrown(() => packCapture(cap, join(root, "c.zip")));
+    expect(p).toMatchObject({ code: "E_PACK_NAME" });
+    expect(p.message).toContain("is no folder of a capture");
   }, 60_000);
 
   test("an archive holds a capture's files only: no module or program outside src/ (a root json with __init__.py, node_modules with lodash/index.js, unpacked where Python or Node look, were imported)", async () => {

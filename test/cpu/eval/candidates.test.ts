@@ -307,3 +307,39 @@ test("`diff -u FILE EDITED` inside src/ (the documented recipe: +++ names the ed
   expect(e.message).toContain("its file names are read");
   expect(existsSync(join(d, "c3"))).toBe(false);
 });
+
+test("a tree candidate holding a hidden name or a tool's file (.fast.cuh, .git/config, a backup~) is refused as an overlay's is, never built nor copied into the capture (adversary 54: a tree built its hidden header, and its .git stayed in the kept copy)", async () => {
+  const cap = await cudaCapture();
+  const d = tempDir();
+  for (const [extra, why] of [
+    [".fast.cuh", "is a hidden name"],
+    [".git/config", "names a tool's own files"],
+    ["kernel.cu~", "holds a character outside letters"],
+    ["sub/.cache/x.h", "is a hidden name"],
+  ] as const) {
+    const tree = join(d, `t${extra.length}`);
+    rmSync(tree, { recursive: true, force: true });
+    mkdirSync(join(tree, extra, ".."), { recursive: true });
+    writeFileSync(join(tree, "kernel.cu"), '#include ".fast.cuh"\n__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n');
+    writeFileSync(join(tree, "util.h"), "#define TWO 2.0f\n");
+    writeFileSync(join(tree, extra), "#define FAST 1\n");
+    const e = (() => {
+      try {
+        parseCandidate(tree);
+      } catch (x) {
+        return x;
+      }
+    })();
+    expect(e, extra).toMatchObject({ code: "E_CANDIDATE" });
+    expect((e as Error).message).toContain(why);
+  }
+  // the same tree without the extra file is a candidate, materialised with its two files
+  const ok = join(d, "ok");
+  mkdirSync(ok);
+  writeFileSync(join(ok, "kernel.cu"), '#include "util.h"\n__global__ void scale(float* x, int n) { x[0] *= TWO; }\n');
+  writeFileSync(join(ok, "util.h"), "#define TWO 2.0f\n");
+  const c = parseCandidate(ok);
+  expect(c.kind).toBe("tree");
+  await materialise(cap, c, join(d, "copy"));
+  expect(readFileSync(join(d, "copy/src/util.h"), "utf8")).toBe("#define TWO 2.0f\n");
+});
