@@ -47,13 +47,26 @@ import { isPackArchive } from "./unpack.ts";
 /** A path in a message: its file names are the folder's owner's text, one line on the terminal whatever they hold (adversary 46). */
 const oneLine = (p: string) => escapeForTerminal(p, { oneLine: true });
 
+/** A capture set's members: the folders of `dir` that hold a kerncap.json (what unpack reads them as: captureMembers). */
+function setMembers(dir: string): Set<string> {
+  const isMember = (n: string) => {
+    try {
+      return lstatSync(join(dir, n, "kerncap.json")).isFile();
+    } catch {
+      return false; // not a folder, or none there
+    }
+  };
+  return new Set(readdirSync(dir).filter(isMember));
+}
+
 /**
  * Files and folders under dir (relative, `/`-separated, sorted): what pack archives. A symbolic
  * link anywhere in the folder is refused (a link to a folder would archive what it points to, a
  * home's .ssh/ for one), as is a file with another name elsewhere (a hard link); FIFOs, sockets
  * and devices are left out, and so is `build/` (BUILD_DIR); so are an editor's temporaries and
  * backups, and hidden names under src/ (isLeftOutOfSources), before any check of them (an Emacs
- * backup `x.cu~` or lock link `.#x.cu` is no reason to refuse): each in `left`, with why.
+ * backup `x.cu~` or lock link `.#x.cu` is no reason to refuse), and a folder no capture holds
+ * with no file in it (foreignFolder: unpack refuses it listed): each in `left`, with why.
  * Names are read as bytes: a name that is not UTF-8 (zip entry names and the index are UTF-8) is
  * refused.
  * @throws KerncapError E_PACK_NAME naming the file (its other bytes as \xHH) when a name is not
@@ -62,15 +75,7 @@ const oneLine = (p: string) => escapeForTerminal(p, { oneLine: true });
  */
 function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] } {
   const out = { files: [] as string[], dirs: [] as string[], left: [] as LeftOut[] };
-  // a capture set's members: its folders that hold a kerncap.json (what unpack reads them as: captureMembers)
-  const isMember = (n: string) => {
-    try {
-      return lstatSync(join(dir, n, "kerncap.json")).isFile();
-    } catch {
-      return false; // not a folder, or none there
-    }
-  };
-  const members = new Set(readdirSync(dir).filter(isMember));
+  const members = setMembers(dir);
   const go = (rel: string) => {
     const names: string[] = [];
     let raws: Buffer[];
@@ -134,12 +139,9 @@ function walk(dir: string): { files: string[]; dirs: string[]; left: LeftOut[] }
           },
         );
       } else if (st.isDirectory()) {
-        const foreign = foreignFolder(r, members); // a folder no capture holds (build/ is left out above): what unpack refuses
-        if (foreign)
-          throw new KerncapError("E_PACK_NAME", `${oneLine(dir)}: ${escapedForMessage(r)}/ ${foreign}, which kerncap unpack refuses`, {
-            hint: "Move it out of the capture folder (or its files under src/), then pack again.",
-          });
-        out.dirs.push(r);
+        // a folder no capture holds, which unpack refuses (adversary 54): a file in it is refused below, and left empty it is left out
+        if (foreignFolder(r, members)) out.left.push({ path: `${r}/`, why: "a folder no capture holds, with no file in it" });
+        else out.dirs.push(r);
         go(r);
       } else if (st.isFile()) {
         resolveInCapture(dir, r); // a hard link: E_UNSAFE_PATH

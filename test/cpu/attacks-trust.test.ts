@@ -605,14 +605,19 @@ describe("names are data", () => {
     const ok = await craftedArchive("cap", "note.txt", ["memory/x", "src/sub"]);
     await unpackArchive(ok.archive, join(ok.dir, "out"));
     expect(existsSync(join(ok.dir, "out/memory/x"))).toBe(true);
-    // the sender learns it at pack time
+    // pack never lists one: left empty it is left out (and said), with a file in it refused
     const root = tempDir();
     const cap = join(root, "cap");
     await makeCapture(cap);
-    mkdirSync(join(cap, "bin"));
-    const p = await thrown(() => packCapture(cap, join(root, "c.zip")));
+    mkdirSync(join(cap, "bin/sub"), { recursive: true });
+    const packed = await packCapture(cap, join(root, "c.zip"));
+    expect(packed.leftOut.map((l) => l.path)).toEqual(["bin/", "bin/sub/"]);
+    await unpackArchive(packed.archive, join(root, "back"));
+    expect(existsSync(join(root, "back/bin"))).toBe(false);
+    writeFileSync(join(cap, "bin/sub/tool"), "x");
+    const p = await thrown(() => packCapture(cap, join(root, "d.zip")));
     expect(p).toMatchObject({ code: "E_PACK_NAME" });
-    expect(p.message).toContain("is no folder of a capture");
+    expect(p.message).toContain("lies in bin/, which is no folder of a capture");
   }, 60_000);
 
   test("an archive holds a capture's files only: no module or program outside src/ (a root json with __init__.py, node_modules with lodash/index.js, unpacked where Python or Node look, were imported)", async () => {
