@@ -31,6 +31,16 @@ const SLOT: Record<string, string> = {
   // inside an unquoted heredoc: a backslash pairs with the next character; no bare $ or `
   heredocYaml: String.raw`(?:[^\n$\x60\\]|\\[^\n])*`,
 };
+/**
+ * The slots a compiler driver pastes into the shell lines of its steps (nvcc's and hipcc's `sh -c`,
+ * inside double quotes: a source named `$(id).cu` runs `id`, whether or not the file exists) and
+ * their pattern in kerncap's own build.sh: a plain word only (letters, digits, `._+/-` and `:`,
+ * `=`, `,`, `@`, `%`, which a shell leaves as they are), every occurrence. The names of src/ are
+ * portable and an architecture is `sm_90` or `gfx90a:xnack-`; a build.sh holding any other is no
+ * rendering of the template (adversary 55: `tu="src/"'$(…).cu'` read as kerncap's own).
+ */
+const PASTED = new Set(["tuSource", "compiledSource", "originalSource", "arch"]);
+const PLAIN_WORD = String.raw`[A-Za-z0-9_@%+=:,./-]+`;
 /** One word of the flags slot: shellQuote'd parts and the reproducer's `"$here/src"` (src/frontends/cuda/repro.ts word()). */
 const FLAG_WORD = String.raw`(?:[A-Za-z0-9_@%+=:,./-]|'[^']*'|\\'|"\$here/src")+`;
 /** The bare fields a build.sh template may print unescaped, and their patterns. */
@@ -53,8 +63,9 @@ const compiled = new Map<string, Compiled>();
  * pattern of its escape (SLOT, BARE); `{{#if}}` optional or alternative, `{{#each}}` repeated.
  * @throws Error for a slot the matcher does not know (a template changed without this file: a kerncap bug, caught by the tests)
  */
-export function templatePattern(template: string): Compiled {
-  const hit = compiled.get(template);
+export function templatePattern(template: string, pasted: "plain" | "any" = "plain"): Compiled {
+  const key = `${pasted}\0${template}`;
+  const hit = compiled.get(key);
   if (hit) return hit;
   const groups = new Map<string, number>();
   let group = 0;
@@ -72,9 +83,10 @@ export function templatePattern(template: string): Compiled {
         const m = s as hbs.AST.MustacheStatement;
         const name = (m.path as hbs.AST.PathExpression).original;
         if (m.params.length) {
-          const pattern = SLOT[name];
+          const field = (m.params[0] as hbs.AST.PathExpression).original ?? "";
+          const pattern = name === "shq" && pasted === "plain" && PASTED.has(field) ? PLAIN_WORD : SLOT[name];
           if (!pattern) throw new Error(`build.sh template: unknown helper ${name}`);
-          out += slot((m.params[0] as hbs.AST.PathExpression).original ?? "", pattern);
+          out += slot(field, pattern);
         } else {
           const pattern = BARE[name];
           if (!pattern) throw new Error(`build.sh template: unescaped field ${name}`);
@@ -92,14 +104,14 @@ export function templatePattern(template: string): Compiled {
     return out;
   };
   const c = { re: new RegExp(`^${walk(Handlebars.parse(template))}$`), groups };
-  compiled.set(template, c);
+  compiled.set(key, c);
   return c;
 }
 
 /** The slots of `text` when it is a rendering of `template` (CAPTURED slot → its text), else undefined. */
-export function matchTemplate(template: string, text: string): Record<string, string> | undefined {
+export function matchTemplate(template: string, text: string, pasted: "plain" | "any" = "plain"): Record<string, string> | undefined {
   if (text.split("\n").some((l) => l.length > MAX_LINE)) return undefined;
-  const { re, groups } = templatePattern(template);
+  const { re, groups } = templatePattern(template, pasted);
   const m = re.exec(text);
   if (!m) return undefined;
   return Object.fromEntries([...groups].map(([name, i]) => [name, m[i] ?? ""]));
@@ -341,7 +353,12 @@ export function readBuildScripts(templates: readonly TemplateFile[] | undefined,
   if (!build) return { stock: true, programs: [], named: [] }; // Triton's files without a build.sh: kerncap's own repro.py runs them
   if (!tpl) return lexical("this kerncap has no build.sh template for the capture's frontend");
   const slots = matchTemplate(tpl.text, build.bytes.toString("utf8"));
-  if (!slots) return lexical("build.sh is not the one this kerncap writes (it does not match the frontend's build.sh template)");
+  if (!slots)
+    return lexical(
+      matchTemplate(tpl.text, build.bytes.toString("utf8"), "any")
+        ? "build.sh names a source or an architecture holding a character the compiler driver would paste into a shell line ($, a quote, a space…: nvcc and hipcc run their steps through sh -c), which no build.sh this kerncap writes holds"
+        : "build.sh is not the one this kerncap writes (it does not match the frontend's build.sh template)",
+    );
   const words = flagWords(slots.flags ?? "");
   const odd = firstNonSetting(words);
   if (odd !== undefined)

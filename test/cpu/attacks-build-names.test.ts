@@ -126,24 +126,43 @@ describe("the template matcher", () => {
     templateEngine().compile(templates.find((t) => t.path === "build.sh.hbs")!.text, { strict: true, noEscape: true })(c);
   const files = (script: string, extra: RunFile[] = []): RunFile[] => [{ name: "build.sh", bytes: Buffer.from(script) }, ...extra];
 
-  test("every build.sh template rendered with hostile names (newlines, $(…), backticks, quotes, U+202E) in every slot is kerncap's own; its flags read back word for word", () => {
+  /** Plain names in the slots nvcc and hipcc paste into their shell lines (the sources, the architecture). */
+  const plainPasted = { arch: "sm_90", tuSource: "sub/kernel.cu", compiledSource: "kernel.kerncap-slice.cu", originalSource: "/proj/k.hip" };
+
+  test("every build.sh template rendered with hostile names (newlines, $(…), backticks, quotes, U+202E) in every slot but those a compiler driver pastes into a shell is kerncap's own; its flags read back word for word", () => {
     for (const [sliced, rdc, overlay] of [
       [true, false, true],
       [false, true, false],
       [true, true, false],
     ]) {
-      // hostile names in every slot but the flags: the template's own
-      const script = render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay, flags: `-DX=1 -I"$here/src"/${TEMPLATE_ESCAPES.shq!("inc")} -O3` }));
+      // hostile names in every slot but the flags and the pasted ones: the template's own
+      const plainFlags = `-DX=1 -I"$here/src"/${TEMPLATE_ESCAPES.shq!("inc")} -O3`;
+      const script = render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay, flags: plainFlags, ...plainPasted }));
       const r = readBuildScripts(CUDA_TEMPLATES, files(script));
       expect(r.stock, `cuda sliced=${sliced} rdc=${rdc}`).toBe(true);
       expect(r.programs).toEqual([]);
+      // a hostile source or architecture (nvcc pastes `src/$(id).cu` into sh -c, and runs id whether or not the file exists): no rendering of kerncap's (adversary 55)
+      for (const field of ["arch", "tuSource", "compiledSource"] as const) {
+        if (field === "compiledSource" && !sliced) continue;
+        const pasted = readBuildScripts(
+          CUDA_TEMPLATES,
+          files(render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay, flags: plainFlags, ...plainPasted, [field]: "$(id).cu" }))),
+        );
+        expect(pasted.stock, field).toBe(false);
+        expect(pasted.why).toContain("paste into a shell line");
+      }
       // in the flags too: the template matches, but a value nvcc would paste into a shell line is no compile setting
-      const hostile = readBuildScripts(CUDA_TEMPLATES, files(render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay }))));
+      const hostile = readBuildScripts(CUDA_TEMPLATES, files(render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay, ...plainPasted }))));
       expect(hostile.stock).toBe(false);
       expect(hostile.why).toContain(`build.sh's compile flags pass ${JSON.stringify(`-DX=${HOSTILE}`)}`);
     }
-    expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx({ flags: "-O3 -DX=1" })))).stock).toBe(true);
+    expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx({ flags: "-O3 -DX=1", ...plainPasted })))).stock).toBe(true);
     expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx()))).stock).toBe(false);
+    for (const field of ["arch", "originalSource"] as const) {
+      const hip = readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx({ flags: "-O3 -DX=1", ...plainPasted, [field]: "/p/$(id).hip" }))));
+      expect(hip.stock, field).toBe(false);
+      expect(hip.why).toContain("paste into a shell line");
+    }
     const triton = readBuildScripts(
       TRITON_TEMPLATES,
       files(render(TRITON_TEMPLATES, ctx()), [{ name: "repro.py", bytes: Buffer.from(TRITON_TEMPLATES.find((t) => t.path === "repro.py")!.text) }]),
@@ -323,6 +342,18 @@ describe("a received capture's build.sh that names a program in the capture", ()
       expect(e!.message, flags).toContain("an option kerncap does not know to be only a compile setting");
       expect(e!.message, flags).toContain("plain --trust is not enough");
     }
+  }, 60_000);
+
+  test("a received build.sh naming its source $(…).cu (nvcc pastes the source's path into sh -c and runs what it names, file or no file): not kerncap's own, plain --trust refused, nothing run (adversary 55)", async () => {
+    process.env.NVCC = fakeNvcc();
+    const root = tempDir();
+    const mark = join(root, "PWNED");
+    const cap = await received(root, stockCudaBuildSh("-O3", { tuSource: `$(touch ${mark}).cu` }));
+    const { e } = await validate([cap, "--trust"]);
+    expect(e?.code).toBe("E_UNTRUSTED");
+    expect(e!.message).toContain("paste into a shell line");
+    expect(e!.message).toContain("plain --trust is not enough");
+    expect(existsSync(mark)).toBe(false);
   }, 60_000);
 
   test("export of a received capture asks what validate asks: nothing exported without --trust; --trust=DIGEST for a build.sh of its own; the bytes shown are the bytes exported", async () => {
