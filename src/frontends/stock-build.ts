@@ -34,13 +34,14 @@ const SLOT: Record<string, string> = {
 /**
  * The slots a compiler driver pastes into the shell lines of its steps (nvcc's and hipcc's `sh -c`,
  * inside double quotes: a source named `$(id).cu` runs `id`, whether or not the file exists) and
- * their pattern in kerncap's own build.sh: a plain word only (letters, digits, `._+/-` and `:`,
- * `=`, `,`, `@`, `%`, which a shell leaves as they are), every occurrence. The names of src/ are
- * portable and an architecture is `sm_90` or `gfx90a:xnack-`; a build.sh holding any other is no
- * rendering of the template (adversary 55: `tu="src/"'$(…).cu'` read as kerncap's own).
+ * their pattern in kerncap's own build.sh: a plain word only (letters, digits and `._+/:-`, which a
+ * shell leaves as they are; no `@`, `=` or `,`, which a driver may read as a file of options or a
+ * list), every occurrence. The names of src/ are portable and an architecture is `sm_90` or
+ * `gfx90a:xnack-`; a build.sh holding any other is no rendering of the template (adversary 55:
+ * `tu="src/"'$(…).cu'` read as kerncap's own).
  */
 const PASTED = new Set(["tuSource", "compiledSource", "originalSource", "arch"]);
-const PLAIN_WORD = String.raw`[A-Za-z0-9_@%+=:,./-]+`;
+const PLAIN_WORD = String.raw`[A-Za-z0-9_.+/:-]+`;
 /** One word of the flags slot: shellQuote'd parts and the reproducer's `"$here/src"` (src/frontends/cuda/repro.ts word()). */
 const FLAG_WORD = String.raw`(?:[A-Za-z0-9_@%+=:,./-]|'[^']*'|\\'|"\$here/src")+`;
 /** The bare fields a build.sh template may print unescaped, and their patterns. */
