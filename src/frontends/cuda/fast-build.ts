@@ -28,6 +28,7 @@ import type { PruneResult } from "./prune/policy.ts";
 import type { ConfinedSteps, FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { pragmaOnceKnown, rememberPragmaOnce } from "./pragma-once.ts";
+import { stateSeal, userResultsKey } from "./state-seal.ts";
 import { folderSpellings, planFor, planHash, SCRATCH, type FastPlan } from "./fast-plan.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";
@@ -145,9 +146,14 @@ export class FastBuildState {
     st.work = work;
     st.prunerPending = true; // read when first needed: while the incremental preprocessing's gcc -E runs
     try {
-      const sources = JSON.parse(readFileSync(join(work, BASE_SOURCES), "latin1")) as Record<string, string>;
-      st.base = { text: readFileSync(join(work, "full.cpp1.ii"), "latin1"), sources: new Map(Object.entries(sources)) };
-      rememberPragmaOnce(JSON.parse(readFileSync(join(work, ONCE_FILE), "latin1")));
+      // taken back only as sealed for this folder by this user's kerncap (./state-seal.ts): it is compiled in place of the sources
+      const user = userResultsKey();
+      const parts = BASE_FILES.map((f) => readFileSync(join(work, f)));
+      const seal = JSON.parse(readFileSync(join(work, BASE_SEAL), "utf8"))?.auth;
+      if (!user || typeof seal !== "string" || seal !== stateSeal(BASE_SCHEMA, work, parts, user)) throw new Error("not sealed");
+      const [text, sources, once] = parts.map((b) => b.toString("latin1"));
+      st.base = { text: text!, sources: new Map(Object.entries(JSON.parse(sources!) as Record<string, string>)) };
+      rememberPragmaOnce(JSON.parse(once!));
     } catch {
       // no base yet (or a partial one): the next build preprocesses the whole TU; no answers kept: the headers are read
     }
@@ -159,9 +165,15 @@ export class FastBuildState {
     const f = join(work, BASE_SOURCES);
     if (this.base) {
       // a whole-TU gcc -E stopped midway wrote part of another text there: the base's own text back, so that text and sources agree
-      if (!this.baseOnDisk) writeFileAtomic(join(work, "full.cpp1.ii"), Buffer.from(this.base.text, "latin1"), SCRATCH);
-      writeFileAtomic(f, Buffer.from(JSON.stringify(Object.fromEntries(this.base.sources)), "latin1"), SCRATCH);
-      writeFileAtomic(join(work, ONCE_FILE), Buffer.from(JSON.stringify(pragmaOnceKnown()), "latin1"), SCRATCH);
+      const text = Buffer.from(this.base.text, "latin1");
+      const sources = Buffer.from(JSON.stringify(Object.fromEntries(this.base.sources)), "latin1");
+      const once = Buffer.from(JSON.stringify(pragmaOnceKnown()), "latin1");
+      rmSync(join(work, BASE_SEAL), { force: true }); // unsealed while its files are written
+      if (!this.baseOnDisk) writeFileAtomic(join(work, BASE_FILES[0]), text, SCRATCH);
+      writeFileAtomic(f, sources, SCRATCH);
+      writeFileAtomic(join(work, ONCE_FILE), once, SCRATCH);
+      const user = userResultsKey();
+      if (user) writeFileAtomic(join(work, BASE_SEAL), JSON.stringify({ auth: stateSeal(BASE_SCHEMA, work, [text, sources, once], user) }), SCRATCH);
       this.baseOnDisk = true;
     } else rmSync(f, { force: true });
     this.work ??= work;
@@ -173,6 +185,10 @@ export class FastBuildState {
 const BASE_SOURCES = "base-sources.json";
 /** Which headers of the TU have `#pragma once` (by path, size, mtime: ./incremental-pp.ts pragmaOnceKnown), for the next process's incremental preprocessing. */
 const ONCE_FILE = "pragma-once.json";
+/** The base's files, in the order their seal hashes them, and the seal (./state-seal.ts). */
+const BASE_FILES = ["full.cpp1.ii", BASE_SOURCES, ONCE_FILE] as const;
+const BASE_SEAL = "base-seal.json";
+const BASE_SCHEMA = "kerncap.fast-base/1";
 
 /**
  * The largest file a step may write (KiB; ulimit -f): 1 GiB, where a real TU's preprocessed text is a

@@ -6,11 +6,13 @@
  * on is unchanged (planKey), and hashed for the check of the pruned build against build.sh's
  * (planHash).
  */
-import { readFileSync, realpathSync, statSync } from "node:fs";
+import { readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { recordAuthProblem, sealRecord } from "../../format/record-auth.ts";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { BuildSuperseded, FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import type { ConfinedSteps } from "../frontend.ts";
+import { userResultsKey } from "./state-seal.ts";
 
 /** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
 export interface FastPlan {
@@ -107,14 +109,33 @@ const PLAN_FILE = "plan.json";
 // root: the capture folder, when the work folder is inside it (writeFileAtomic walks from it with no link followed)
 export const SCRATCH = { sync: false } as const;
 
-/** The plan.json of a work folder; undefined when absent or not a plan. */
-function readPlan(work: string): (FastPlan & { key: string }) | undefined {
+/** The document id a plan's authenticator covers (src/format/record-auth.ts). */
+const PLAN_SCHEMA = "kerncap.fast-plan/1";
+
+/**
+ * The plan.json of a work folder; undefined when absent, not a plan, or not sealed by a kerncap
+ * holding this user's results key: its lines run through the shell as written, and a folder handed
+ * over with tar or cp -a keeps build/ and the times its key is made of (adversary 56: a planted
+ * `preprocess` line ran), so a plan is taken back only with a valid authenticator (./state-seal.ts;
+ * no key: never).
+ */
+export function readPlan(work: string): (FastPlan & { key: string }) | undefined {
+  const user = userResultsKey();
+  if (!user) return undefined;
   try {
     const p = JSON.parse(readFileSync(join(work, PLAN_FILE), "utf8"));
-    return typeof p?.key === "string" && typeof p?.preprocess === "string" && typeof p?.compile === "string" && Array.isArray(p?.env) ? p : undefined;
+    const shaped = typeof p?.key === "string" && typeof p?.preprocess === "string" && typeof p?.compile === "string" && Array.isArray(p?.env);
+    return shaped && recordAuthProblem(PLAN_SCHEMA, p, user) === undefined ? p : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** Keep `plan` in the work folder for the next process, sealed with the user's results key (readPlan takes no other); with no key, nothing is kept. */
+export function savePlan(work: string, dir: string, plan: FastPlan & { key: string }): void {
+  const user = userResultsKey();
+  if (user) writeFileAtomic(join(work, PLAN_FILE), JSON.stringify(sealRecord(PLAN_SCHEMA, plan, user)), { ...SCRATCH, root: dir });
+  else rmSync(join(work, PLAN_FILE), { force: true });
 }
 
 /**
@@ -161,7 +182,8 @@ function planKey(dir: string, env: Record<string, string | undefined>): string {
       return "-";
     }
   };
-  return [...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
+  // the folder's paths too: the plan's commands name the capture's and the work folder's files, so a copy (cp -a keeps the times) makes its own
+  return [...folderSpellings(dir), ...files.map(st), env.NVCC ?? "", env.EXTRA_FLAGS ?? ""].join("|");
 }
 
 /**
@@ -190,7 +212,7 @@ export async function planFor(
     const p = parseDryrun(dryErr, dryCubin, work);
     if ("reason" in p) throw new FastBuildUnavailable(p.reason);
     plan = { ...p, key };
-    writeFileAtomic(join(work, PLAN_FILE), JSON.stringify(plan), { ...SCRATCH, root: dir });
+    savePlan(work, dir, plan);
   }
   plans.set(work, plan);
   return plan;
