@@ -115,14 +115,15 @@ export function summaryTable(records: CheckRecord[], seconds: number, by: CheckS
 }
 
 /**
- * The count line of a check: "5 captures checked in 2.0 s: 1 slower, 2 errors, 2 ok (1 faster than
- * the baseline)"; when none could be replayed (every one an error or skipped) no "checked" and no
+ * The count line of a check: "5 captures checked (2.0 s of checks): 1 slower, 2 errors, 2 ok (1
+ * faster than the baseline)", the seconds summed over the captures (workers check side by side,
+ * and a resumed run's kept records count: not the run's wall time); when none could be replayed (every one an error or skipped) no "checked" and no
  * time: "6 captures: 5 errors, 1 skipped".
  */
 export function countLine(s: Summary, seconds: number): string {
   const parts = STATUSES.filter((x) => s[x]).map((x) => (x === "error" ? plural(s[x], "error") : `${s[x]} ${x}`));
   const checked = s.ok + s.mismatch + s.slower;
-  const head = s.captures && !checked ? plural(s.captures, "capture") : `${plural(s.captures, "capture")} checked in ${seconds.toFixed(1)} s`;
+  const head = s.captures && !checked ? plural(s.captures, "capture") : `${plural(s.captures, "capture")} checked (${seconds.toFixed(1)} s of checks)`;
   return `${head}: ${parts.join(", ") || "none"}${s.faster ? ` (${s.faster} faster than the baseline)` : ""}`;
 }
 

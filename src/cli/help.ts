@@ -148,6 +148,7 @@ async function longAliases(usage: string, cmd: CommandDef<any>): Promise<string>
 const MANY_SHOWN: Partial<Record<Verb, string>> = {
   eval: "DIR… CANDIDATE… (--merge: FILE…)",
   check: "DIR… (--merge: FILE…)",
+  clean: "DIR…",
 };
 
 /**

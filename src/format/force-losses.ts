@@ -59,5 +59,8 @@ export function keepBesideHint(dest: string, archive: string, name: string): str
   } catch {
     return undefined; // no folder: assertReplaceable says what it is
   }
-  return `To keep it and unpack a copy beside it, give another name: kerncap unpack ${shellPath(archive)} -o ${shellPath(`${name}-copy`)}. --force replaces ${dest} itself: its own files and edits are lost, and the folder then counts as received (unpacked from an archive).`;
+  // a name that is free (nu13: cap-copy already held the copy of an earlier unpack, so the suggested command failed too)
+  let suffix = "-copy";
+  for (let i = 2; lstatSync(`${dest}${suffix}`, { throwIfNoEntry: false }) && i < 1000; i++) suffix = `-copy${i}`;
+  return `To keep it and unpack a copy beside it, give another name: kerncap unpack ${shellPath(archive)} -o ${shellPath(`${name}${suffix}`)}. --force replaces ${dest} itself: its own files and edits are lost, and the folder then counts as received (unpacked from an archive).`;
 }

@@ -316,13 +316,13 @@ function record(id: string, status: CheckRecord["status"], o: Partial<CheckRecor
 describe("the end of a check with errors", () => {
   /** A record of status `status` (error: with `code`). */
   const rec = (id: string, status: CheckRecord["status"], code: string | null = null) => ({ id, status, code }) as unknown as CheckRecord;
-  test("the count line: no 'checked' and no time when none was (trial nu5: '6 captures checked in 0.0 s: 6 error'); errors counted in the plural", () => {
+  test("the count line: no 'checked' and no time when none was (trial nu5: '6 captures checked (0.0 s of checks): 6 error'); errors counted in the plural", () => {
     const six = [...["a", "b", "c", "d", "e"].map((x) => rec(x, "error", "E_NO_GPU")), rec("f", "error", "E_CHECKSUM")];
     expect(summaryTable(six, 0, "none")).toBe("6 captures: 6 errors");
     expect(summaryTable([rec("a", "error", "E_NO_GPU")], 0, "none")).toBe("1 capture: 1 error");
     expect(summaryTable([rec("a", "error", "E_NO_GPU"), rec("b", "skipped", "E_ARCH")], 0, "none")).toBe("2 captures: 1 error, 1 skipped");
     expect(summaryTable([rec("a", "error", "E_NO_GPU"), rec("b", "error", "E_NO_GPU"), rec("c", "ok")], 1, "none")).toBe(
-      "3 captures checked in 1.0 s: 2 errors, 1 ok",
+      "3 captures checked (1.0 s of checks): 2 errors, 1 ok",
     );
   });
   test("no GPU: the machine's message once above the table, each row (progress line and table) 'no GPU (E_NO_GPU)', after its --rebuild's build", () => {

@@ -71,6 +71,10 @@ describe("unpack over an existing capture (nu10 #8)", () => {
     const copy = kc(root, "unpack", "cap.zip", "-o", "cap-copy", "--json");
     expect(copy.code).toBe(0);
     expect(copy.doc!.warnings).toEqual([]);
+    // with that copy there, the hint names a free name (nu13: it named cap-copy again, and its command failed too)
+    const again = kc(root, "unpack", "cap.zip", "--json");
+    expect(again.doc!.error.hint).toStartWith("To keep it and unpack a copy beside it, give another name: kerncap unpack cap.zip -o cap-copy2");
+    expect(kc(root, "unpack", "cap.zip", "-o", "cap-copy2", "--json").code).toBe(0);
   });
 });
 

@@ -61,9 +61,9 @@ describe("check --print-summary", () => {
     expect(full.split("\n")).toHaveLength(1 + RECORDS.length + 1);
     expect(full.split("\n")[1]).toMatch(/^slower/);
     const none = summaryTable(RECORDS, 2, "none");
-    expect(none).toBe("5 captures checked in 2.0 s: 1 slower, 1 error, 3 ok");
+    expect(none).toBe("5 captures checked (2.0 s of checks): 1 slower, 1 error, 3 ok");
     expect(summaryTable(RECORDS, 2, "per-kernel").split("\n").at(-1)).toBe(none);
-    expect(summaryTable(RECORDS.slice(0, 1), 2, "none")).toStartWith("1 capture checked in 2.0 s"); // one, not "1 captures"
+    expect(summaryTable(RECORDS.slice(0, 1), 2, "none")).toStartWith("1 capture checked (2.0 s of checks)"); // one, not "1 captures"
   });
 
   test("a mode check does not have is a usage error before any capture is read", async () => {

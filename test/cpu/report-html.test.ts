@@ -122,7 +122,7 @@ describe("HTML reports", () => {
     expect(html).toContain(esc(EVIL));
     expect(html).not.toContain(EVIL);
     expect(html.match(/<circle /g)).toHaveLength(3); // a/one, a/two, b: the captures with a ratio
-    expect(html).toContain("5 captures checked in 3.2 s: 1 mismatch, 1 slower, 1 error, 2 ok (1 faster than the baseline)");
+    expect(html).toContain("5 captures checked (3.2 s of checks): 1 mismatch, 1 slower, 1 error, 2 ok (1 faster than the baseline)");
     expect(html).toContain("First differing region: <code>1 of 2 regions differ from the app&#39;s after state: 0x7f0000000000 (changed), 4 bytes from byte 8");
     expect(html).toContain("Error E_CHECKSUM: <code>checksum mismatch in memory/before.bin</code>");
     // regressions first, as the terminal's table
