@@ -312,7 +312,10 @@ export class Rebuilder {
       const { differs, said } = this.compare(full, f);
       this.fastEnabled = differs === null;
       this.watchCosts.buildSh ??= full.seconds;
-      log.info(differs ? `saves are rebuilt by build.sh: ${said}` : `saves are rebuilt from the pruned TU (${said})`);
+      // the first pruned build preprocesses the whole TU; the saves' are incremental: timed, and given back to build.sh where slower (rebuildSave)
+      const timed =
+        f.seconds > full.seconds ? `; the saves' incremental builds are timed, and build.sh takes over after ${WATCH_MIN_SAVES} saves if they are slower` : "";
+      log.info(differs ? `saves are rebuilt by build.sh: ${said}` : `saves are rebuilt from the pruned TU (${said}${timed})`);
     } catch (e) {
       if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e;
       if (signal.aborted) return; // stopped for a save: checked again after it
