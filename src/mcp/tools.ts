@@ -517,16 +517,35 @@ export function toolInput(name: ToolName, agentJudging: boolean): v.GenericSchem
  * missing one, a value of the wrong type or range (valibot's issue for it).
  */
 export function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[], input: v.GenericSchema = TOOLS[tool].input): string {
-  const takes = Object.keys((input as unknown as { entries: Record<string, unknown> }).entries);
   return issues
     .slice(0, 5)
     .map((i) => {
       const at = v.getDotPath(i) ?? "(arguments)";
-      if (i.expected === "never") return `unknown argument ${at}; the tool takes: ${takes.join(", ")}`;
+      if (i.expected === "never") {
+        // the keys of the object the unknown one was given in: a candidate's own (name, patch, files, config) for candidates.0.label (nu13)
+        const keys = (i.path ?? []).slice(0, -1).map((p) => p.key);
+        const takes = keysAt(input, keys);
+        return `unknown argument ${at}; ${keys.length ? `${keys.join(".")} takes` : "the tool takes"}: ${takes.join(", ")}`;
+      }
       if (i.received === "undefined") return `missing argument ${at}`;
       return `${at}: ${i.message}`;
     })
     .join("; ");
+}
+
+/** The keys of the object schema that `path` (object keys and array indexes) leads to inside `schema` (optional, nullable and array schemas looked through); [] where it leads to none. */
+function keysAt(schema: v.GenericSchema, path: unknown[]): string[] {
+  let s = schema as unknown as { type?: string; entries?: Record<string, unknown>; wrapped?: unknown; item?: unknown };
+  const through = () => {
+    while (s && (s.wrapped !== undefined || s.type === "array")) s = (s.wrapped ?? s.item) as typeof s;
+  };
+  through();
+  for (const k of path) {
+    if (typeof k === "number") continue; // an array's index: through() took its item
+    s = s?.entries?.[String(k)] as typeof s;
+    through();
+  }
+  return Object.keys(s?.entries ?? {});
 }
 
 /** replay's and validate's run options as the verbs take them: --runs, --no-verify, --flush-l2. */
