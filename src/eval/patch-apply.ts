@@ -179,7 +179,10 @@ export async function applyPatch(src: string, name: string, text: Buffer, dest: 
     // a path src/ does not hold: say how the patch's names were read (found by a new user: `diff -ru src ../elsewhere` names ../elsewhere's files)
     const missing = /No such file or directory|does not exist in index/.test(err) ? paths.filter((p) => !before.has(p)) : [];
     // always how the names were read (nu10 #19), and where they lead outside src/'s files, which
-    const read = `; ${stripRule(strip)}${missing.length ? `, so it names ${[...new Set(missing)].slice(0, 3).join(", ")}, which src/ does not hold` : ""} ${PATCH_NAMES_EXAMPLE}`;
+    // made from a folder above the capture (git diff at a repository's top names cap/src/kernel.cu: nu13)
+    const above = missing.some((p) => p.includes("src/") && before.has(p.slice(p.lastIndexOf("src/") + 4)));
+    const from = above ? "; it was made from a folder above the capture: make it with git diff --relative inside the capture folder (or src/)" : "";
+    const read = `; ${stripRule(strip)}${missing.length ? `, so it names ${[...new Set(missing)].slice(0, 3).join(", ")}, which src/ does not hold` : ""}${from} ${PATCH_NAMES_EXAMPLE}`;
     throw new KerncapError("E_PATCH", `the patch ${name} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
       hint: PATCH_NAMES_HINT,
     });

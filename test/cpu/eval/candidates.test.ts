@@ -285,6 +285,11 @@ test("a patch with bare names (`diff -u kernel.cu edited.cu` inside src/, as man
   expect(empty.code).toBe("E_PATCH");
   expect(empty.message).toContain("which is empty; its file names are read with their first folder taken off (as git apply -p1)");
   expect(empty.hint).toContain("git diff");
+  // git diff at a repository's top, above the capture: a/cap/src/util.h (nu13): said, with the command that makes it right
+  writeFileSync(join(d, "top.patch"), `diff --git a/cap/src/util.h b/cap/src/util.h\n--- a/cap/src/util.h\n+++ b/cap/src/util.h\n${hunk}`);
+  const top = await materialise(cap, parseCandidate(join(d, "top.patch")), join(d, "c6")).catch((x) => x);
+  expect(top.code).toBe("E_PATCH");
+  expect(top.message).toContain("it was made from a folder above the capture: make it with git diff --relative inside the capture folder");
 });
 
 test("`diff -u FILE EDITED` inside src/ (the documented recipe: +++ names the edited copy, even by an absolute path) patches FILE, as patch(1) does; a --- name src/ does not hold is still refused (nu12 #1)", async () => {
