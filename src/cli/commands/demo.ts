@@ -40,7 +40,7 @@ export default defineCommand({
         `wrote the demo capture of ${m.kernel.demangled} into ${dir}: ${plural(m.regions.length, "region")}, ${formatBytes(m.memory.beforeBytes)} live (made on the CPU: its after state is a CPU reference of the kernel)`,
       );
       log.info(
-        `next: ${next[0]} ; ${next[1]} (rebuilds src/ with nvcc for ${m.device.arch}, whose replay needs that GPU; replay runs the captured module on any GPU from sm_80) ; ${next[2]}`,
+        `next: ${next[0]} ; ${next[1]} (rebuilds src/ with nvcc for ${m.device.arch}, whose replay needs that GPU; with --build-only it only compiles, no GPU needed; replay runs the captured module on any GPU from sm_80) ; ${next[2]}`,
       );
       log.info(`edit ${shellPath(`${dir}/src/saxpy.cu`)} and validate again; on a GPU, ${next[3]} checks the kernel against the after state`);
     }
