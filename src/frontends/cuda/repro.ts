@@ -250,6 +250,8 @@ export function renderCudaReproducer(opts: CudaReproducerOptions): CudaReproduce
     overlay,
     projectRoot,
     flags: flagWords.join(" "),
+    // README.md's command, pasted in the capture folder: build.sh's "$here/src" is ./src there (nu13: $here pasted into a shell was empty)
+    readmeFlags: flagWords.join(" ").split('"$here/src"').join("./src"),
     flagsFrom: flags.from === "compile-commands" ? `compile_commands.json (${loc.compileCommand?.from})` : "a default set (no compile_commands.json)",
     assumed: flags.assumed.join(" "),
     missing: flags.missing.join(", "),
