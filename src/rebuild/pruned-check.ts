@@ -5,7 +5,11 @@
  * it, else the cheaper build alone), the watch's margin before it leaves the fast build, and the
  * averaging of a cost with each new build's. The policy that uses them: ./rebuilder.ts.
  */
-import { MANIFEST_MAX_BYTES, readInCapture, writeInCapture } from "../format/paths.ts";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { MANIFEST_MAX_BYTES, readInCapture, resolveInCapture, writeInCapture } from "../format/paths.ts";
+import { canonicalJson, type ResultsKey } from "../format/record-auth.ts";
+import { stateSeal, userResultsKey } from "../format/state-seal.ts";
 import { TOOL_VERSION } from "../version.ts";
 
 /** validate's work folder for the fast build, under the capture folder. */
@@ -67,11 +71,25 @@ export const WATCH_MARGIN = 1.2;
 /** A cost averaged with a new measure (the last builds weigh most: an incremental preprocessing, a warm cache, change the cost). */
 export const averaged = (old: number, now: number) => (old + now) / 2;
 
-/** DIR/build/pruned/check.json as written by this or another kerncap; undefined when absent, unreadable or of another schema. */
+/** The seal of check record `doc` (its fields but `auth`, canonical) for the capture folder `dir` under the user's key (src/format/state-seal.ts). */
+function checkSeal(dir: string, doc: object, key: ResultsKey): string {
+  const { auth: _, ...body } = doc as Record<string, unknown>;
+  return stateSeal("kerncap.pruned-check/1", join(dir, PRUNED_DIR), [Buffer.from(canonicalJson(body))], key);
+}
+
+/**
+ * DIR/build/pruned/check.json as written by this or another kerncap for this folder with this
+ * user's results key (its `auth`: src/format/state-seal.ts); undefined when absent, unreadable, of
+ * another schema, or not sealed so (a copy's, a hand-off's: adversary 57, a planted "same" made
+ * validate judge the pruned build of other code; the check is then made again).
+ */
 export function readPrunedCheck(dir: string): PrunedCheck | undefined {
   try {
     const c = JSON.parse(readInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, MANIFEST_MAX_BYTES)?.toString("utf8") ?? "null");
-    return c?.schema === "kerncap.pruned-check/1" ? c : undefined;
+    const key = userResultsKey();
+    if (c?.schema !== "kerncap.pruned-check/1" || !key || typeof c.auth !== "string" || c.auth !== checkSeal(dir, c, key)) return undefined;
+    const { auth: _, ...check } = c;
+    return check as PrunedCheck;
   } catch {
     return undefined;
   }
@@ -83,5 +101,9 @@ export type PrunedCheckFields = Omit<PrunedCheck, "schema" | "kerncap" | "at"> &
 /** Write DIR/build/pruned/check.json (PRUNED_DIR must exist), stamped with this kerncap's version. @throws KerncapError E_UNSAFE_PATH, E_IO */
 export function writePrunedCheck(dir: string, c: PrunedCheckFields): void {
   const doc: PrunedCheck = { ...c, schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: c.at ?? new Date().toISOString() };
-  writeInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, JSON.stringify(doc, null, 2) + "\n");
+  const key = userResultsKey();
+  // as it reads back (JSON drops undefined members), sealed for this folder; with no key of the user's, no record (made again each time)
+  const body = JSON.parse(JSON.stringify(doc)) as object;
+  if (!key) return void rmSync(resolveInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`).path, { force: true });
+  writeInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, JSON.stringify({ ...body, auth: checkSeal(dir, body, key) }, null, 2) + "\n");
 }

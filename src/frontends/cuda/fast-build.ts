@@ -28,7 +28,7 @@ import type { PruneResult } from "./prune/policy.ts";
 import type { ConfinedSteps, FastBuildOptions, FastBuilt as FastBuiltBase } from "../frontend.ts";
 import { assemble, parseBase, planIncremental, stripMacroLines, verifyAssembled, type ParsedBase, type PpBase } from "./incremental-pp.ts";
 import { pragmaOnceKnown, rememberPragmaOnce } from "./pragma-once.ts";
-import { stateSeal, userResultsKey } from "./state-seal.ts";
+import { stateSeal, userResultsKey } from "../../format/state-seal.ts";
 import { folderSpellings, planFor, planHash, SCRATCH, type FastPlan } from "./fast-plan.ts";
 import { log } from "../../log.ts";
 import { isKerncapError } from "../../errors.ts";
@@ -146,7 +146,7 @@ export class FastBuildState {
     st.work = work;
     st.prunerPending = true; // read when first needed: while the incremental preprocessing's gcc -E runs
     try {
-      // taken back only as sealed for this folder by this user's kerncap (./state-seal.ts): it is compiled in place of the sources
+      // taken back only as sealed for this folder by this user's kerncap (src/format/state-seal.ts): it is compiled in place of the sources
       const user = userResultsKey();
       const parts = BASE_FILES.map((f) => readFileSync(join(work, f)));
       const seal = JSON.parse(readFileSync(join(work, BASE_SEAL), "utf8"))?.auth;
@@ -185,7 +185,7 @@ export class FastBuildState {
 const BASE_SOURCES = "base-sources.json";
 /** Which headers of the TU have `#pragma once` (by path, size, mtime: ./incremental-pp.ts pragmaOnceKnown), for the next process's incremental preprocessing. */
 const ONCE_FILE = "pragma-once.json";
-/** The base's files, in the order their seal hashes them, and the seal (./state-seal.ts). */
+/** The base's files, in the order their seal hashes them, and the seal (src/format/state-seal.ts). */
 const BASE_FILES = ["full.cpp1.ii", BASE_SOURCES, ONCE_FILE] as const;
 const BASE_SEAL = "base-seal.json";
 const BASE_SCHEMA = "kerncap.fast-base/1";
@@ -207,6 +207,20 @@ const sh = (script: string, cwd: string, env: Record<string, string | undefined>
   const bounded = `ulimit -f ${STEP_FILE_KIB}\n${script}`;
   return runBuildCommand(limit ? ["timeout", "-k", "5", String(limit.seconds), "bash", "-c", bounded] : ["bash", "-c", bounded], cwd, env, signal);
 };
+
+/**
+ * Why sources (path → text) are not built from the pruned TU, or undefined: one declares a friend.
+ * The pruned TU drops host-only bodies, and one that instantiates a template defining a friend can
+ * change what a constant expression in the kernel evaluates to (stateful metaprogramming), so
+ * such a TU is built by build.sh, as eval's candidates are (src/eval/pruned.ts); a check made on
+ * one text of it would not hold for the next (adversary 57: an agent's second edit, a host body,
+ * changed the kernel while the pruned build went on matching the capture).
+ */
+export function friendIn(sources: ReadonlyMap<string, string>): string | undefined {
+  for (const [path, text] of sources)
+    if (/\bfriend\b/.test(text)) return `${path} declares a friend (a host body the pruned TU leaves out could change the kernel)`;
+  return undefined;
+}
 
 /** The texts of the reproducer's sources under `src` (absolute path → text; dot entries and files over 8 MiB left out). */
 function readSources(srcArg: string): Map<string, string> {
@@ -266,9 +280,11 @@ async function fastBuildSteps(dirArg: string, work: string, o: FastBuildOptions,
   const t1 = performance.now();
   const envLines = `${plan.env.join("\n")}\nexport PATH LD_LIBRARY_PATH`;
   rmSync(plan.cubin, { force: true });
+  const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
+  const friend = friendIn(sources);
+  if (friend) throw new FastBuildUnavailable(friend);
   if (o.confined) return confinedSteps(dir, plan, envLines, env, o, o.confined, state, t0, t1);
   const preprocess = withMacros(plan.preprocess);
-  const sources = readSources(join(dir, "src")); // before gcc reads them: the base of the next build is never newer than its text
   state.trace.readSources = performance.now() - t1;
   state.baseOnDisk = false; // gcc -E writes plan.fullTU from now on
   const full = sh(`set -e\n${envLines}\n${preprocess}`, dir, env, o.signal);

@@ -12,7 +12,7 @@ import { recordAuthProblem, sealRecord } from "../../format/record-auth.ts";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { BuildSuperseded, FastBuildUnavailable, runBuildCommand } from "../build.ts";
 import type { ConfinedSteps } from "../frontend.ts";
-import { userResultsKey } from "./state-seal.ts";
+import { userResultsKey } from "../../format/state-seal.ts";
 
 /** The three commands of a device-only `nvcc -cubin` and the files they read and write. */
 export interface FastPlan {
@@ -116,7 +116,7 @@ const PLAN_SCHEMA = "kerncap.fast-plan/1";
  * The plan.json of a work folder; undefined when absent, not a plan, or not sealed by a kerncap
  * holding this user's results key: its lines run through the shell as written, and a folder handed
  * over with tar or cp -a keeps build/ and the times its key is made of (adversary 56: a planted
- * `preprocess` line ran), so a plan is taken back only with a valid authenticator (./state-seal.ts;
+ * `preprocess` line ran), so a plan is taken back only with a valid authenticator (src/format/state-seal.ts;
  * no key: never).
  */
 export function readPlan(work: string): (FastPlan & { key: string }) | undefined {

@@ -7,7 +7,7 @@
  * fast build whose saves cost more than build.sh's.
  */
 import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
 import { parseRaw } from "../../../src/capture/raw.ts";
@@ -107,6 +107,31 @@ describe("validate's build strategy by measured cost", () => {
     // another machine (16 CPUs): the record's costs are another machine's, and the cores are there: the race
     await new Rebuilder(dir, m, fe, opts(16)).rebuildOnce();
     expect(calls.n).toBe(2);
+  }, 30_000);
+
+  test("the check's record is taken back only as sealed by this user's kerncap for this folder: changed (a planted cost, a planted same), or copied with the capture (tar, cp -a), it is made again (adversary 57)", async () => {
+    const { dir, m } = await toyCapture();
+    slowBuildSh(dir, 0.3);
+    const fe = slowFast(0, { n: 0 });
+    await new Rebuilder(dir, m, fe, opts(2)).rebuildOnce(); // the check
+    expect(readPrunedCheck(dir)!.same).toBe(true);
+    const file = join(dir, "build", "pruned", "check.json");
+    const sealed = JSON.parse(readFileSync(file, "utf8"));
+    expect(sealed.auth).toMatch(/^hmac-sha256:[0-9a-f]{16}:[0-9a-f]{64}$/);
+    writeFileSync(file, JSON.stringify({ ...sealed, costs: { ...sealed.costs, pruned: 0.001 } }));
+    expect(readPrunedCheck(dir)).toBeUndefined();
+    const { auth: _, ...bare } = sealed;
+    writeFileSync(file, JSON.stringify(bare));
+    expect(readPrunedCheck(dir)).toBeUndefined();
+    writeFileSync(file, JSON.stringify(sealed));
+    expect(readPrunedCheck(dir)!.same).toBe(true);
+    const copy = join(tempDir(), "copy");
+    cpSync(dir, copy, { recursive: true, preserveTimestamps: true });
+    expect(readPrunedCheck(copy)).toBeUndefined();
+    // with no check of its own, the copy's first validate checks both again
+    const second = await new Rebuilder(copy, m, fe, opts(2)).rebuildOnce();
+    expect(second.builder).toBe("build.sh");
+    expect(readPrunedCheck(copy)!.same).toBe(true);
   }, 30_000);
 
   test("a slow build.sh: 2 CPUs rebuild by the fast build alone (build.sh is not started)", async () => {

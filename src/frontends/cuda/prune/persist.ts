@@ -27,7 +27,9 @@
  * (i32 lengths, then its latin1 bytes), each declaration's analysis as i32 words (declare below),
  * and the gate keys (f64).
  */
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, rmSync } from "node:fs";
+import { dirname } from "node:path";
+import { stateSeal, userResultsKey } from "../../../format/state-seal.ts";
 import { writeFileAtomic } from "../../../util/write-file.ts";
 import { TOOL_VERSION } from "../../../version.ts";
 import { type PruneState } from "./cache.ts";
@@ -428,8 +430,36 @@ function decodeDecls(
  * @throws KerncapError E_UNSAFE_PATH, E_IO (src/util/write-file.ts)
  */
 export function savePruneState(path: string, st: PruneState, prev?: PruneState, root?: string): void {
-  writeFileAtomic(path, encodePruneState(st, prev), { sync: false, ...(root ? { root } : {}) });
+  const key = userResultsKey();
+  const opts = { sync: false, ...(root ? { root } : {}) };
+  rmSync(`${path}${SEAL}`, { force: true }); // unsealed while it is written
+  if (!key) return void rmSync(path, { force: true }); // no key of the user's: nothing kept (src/format/state-seal.ts)
+  const bytes = encodePruneState(st, prev);
+  writeFileAtomic(path, bytes, opts);
+  writeFileAtomic(`${path}${SEAL}`, stateSeal(SEAL_SCHEMA, dirname(path), [bytes], key), opts);
 }
+
+/** The seal file's text: a regular file opened with no link followed and without waiting (a FIFO is none), at most 1 KiB; undefined otherwise. */
+function readSeal(path: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > 1024) return undefined;
+    const buf = Buffer.alloc(st.size);
+    return readSync(fd, buf, 0, buf.length, 0) === buf.length ? buf.toString("utf8") : undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The seal beside the state file (src/format/state-seal.ts), and the document id it covers. */
+const SEAL = ".seal";
+const SEAL_SCHEMA = "kerncap.prune-state/1";
 
 /**
  * Read a state file: used only when it is a regular file of this user's that nobody else may
@@ -456,6 +486,12 @@ export function loadPruneState(path: string): PruneState | { reason: string } {
       if (r === 0) return { reason: "shorter than when opened" };
       done += r;
     }
+    // sealed for this folder by this user's kerncap (adversary 57: its check field is an unkeyed hash a sender can make)
+    const key = userResultsKey();
+    if (!key) return { reason: "no results key of this user's to check its seal with" };
+    const seal = readSeal(`${path}${SEAL}`);
+    if (seal === undefined) return { reason: "not sealed" };
+    if (seal !== stateSeal(SEAL_SCHEMA, dirname(path), [buf], key)) return { reason: "its seal does not hold (written elsewhere, by another, or changed)" };
     return decodePruneState(buf);
   } finally {
     closeSync(fd);

@@ -8,7 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../fixtures.ts";
-import { FastBuildState } from "../../../../src/frontends/cuda/fast-build.ts";
+import { FastBuildState, friendIn } from "../../../../src/frontends/cuda/fast-build.ts";
 import { readPlan, savePlan } from "../../../../src/frontends/cuda/fast-plan.ts";
 import { parseBase } from "../../../../src/frontends/cuda/incremental-pp.ts";
 import { pragmaOnceKnown, rememberPragmaOnce } from "../../../../src/frontends/cuda/pragma-once.ts";
@@ -130,4 +130,16 @@ describe("what the fast build keeps for the next process is taken back only as s
     writeFileSync(join(work, "full.cpp1.ii"), '# 1 "k.cu"\nint a; __global__ void planted() {}\n');
     expect(withKey(KEY, () => FastBuildState.load(work)).base).toBeUndefined();
   });
+});
+
+test("a source that declares a friend is not built from the pruned TU (its host bodies, which the pruned TU drops, can change the kernel through a friend's definition: adversary 57); other sources are", () => {
+  expect(friendIn(new Map([["/c/src/k.cu", "__global__ void k(float* x) { x[0] = 1; }\n"]]))).toBeUndefined();
+  const why = friendIn(
+    new Map([
+      ["/c/src/k.cu", '#include "flag.h"\n__global__ void k(float* x) { x[0] = scale<1>(0); }\n'],
+      ["/c/src/flag.h", "template <int N> struct Setter { friend constexpr int flag(Flag<N>) { return 1; } };\n"],
+    ]),
+  );
+  expect(why).toBe("/c/src/flag.h declares a friend (a host body the pruned TU leaves out could change the kernel)");
+  expect(friendIn(new Map([["/c/src/k.cu", "int befriended = 1; // friendly\n"]]))).toBeUndefined(); // a word, not a part of one
 });

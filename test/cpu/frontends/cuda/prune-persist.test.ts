@@ -7,7 +7,7 @@
  * from the work folder at every build) on the heavy reproducer give the kernel build.sh's machine code.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../fixtures.ts";
 import { NVCC } from "../../../nvcc-fixtures.ts";
@@ -15,6 +15,7 @@ import { makeHeavyReproducer } from "../../../heavy-fixture.ts";
 import { DevicePruner, pruneDeviceTU } from "../../../../src/frontends/cuda/prune/cache.ts";
 import { decodePruneState, encodePruneState, loadPruneState, PRUNE_STATE_FILE, savePruneState } from "../../../../src/frontends/cuda/prune/persist.ts";
 import { fastBuild, FastBuildState, sameKernelCode } from "../../../../src/frontends/cuda/fast-build.ts";
+import { stateSeal, userResultsKey } from "../../../../src/format/state-seal.ts";
 
 const WORK = tempDir("kerncap-prune-persist-");
 afterAll(() => rmSync(WORK, { recursive: true, force: true }));
@@ -154,11 +155,22 @@ describe("a state file that is not this user's kerncap's whole output is ignored
     expect(reason(forged)).toMatch(/token \d+ is out of its text/);
   });
 
-  test("on disk: a link, a file others may write, another user's file are not read", () => {
+  test("on disk: a link, a file others may write, another user's file, a file with no seal of this user's for its folder are not read", () => {
     const good = join(WORK, "good.bin");
     writeFileSync(good, bytes);
     chmodSync(good, 0o644);
+    // written whole by a sender (its check field is an unkeyed hash anyone can make: adversary 57): no seal, not read
+    expect(loadPruneState(good)).toEqual({ reason: "not sealed" });
+    const key = userResultsKey()!;
+    expect(key).toBeDefined(); // the suite's state folder holds the user's key
+    writeFileSync(`${good}.seal`, stateSeal("kerncap.prune-state/1", WORK, [bytes], key));
     expect("reason" in loadPruneState(good)).toBe(false);
+    // sealed for another folder (a copy's): not read
+    const elsewhere = join(WORK, "elsewhere");
+    mkdirSync(elsewhere, { recursive: true });
+    writeFileSync(join(elsewhere, "good.bin"), bytes);
+    writeFileSync(join(elsewhere, "good.bin.seal"), readFileSync(`${good}.seal`));
+    expect(loadPruneState(join(elsewhere, "good.bin"))).toMatchObject({ reason: expect.stringContaining("its seal does not hold") });
     const link = join(WORK, "link.bin");
     symlinkSync(good, link);
     expect(loadPruneState(link)).toMatchObject({ reason: expect.stringContaining("cannot be opened") });
