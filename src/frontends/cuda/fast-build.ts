@@ -15,7 +15,7 @@
  * code (the bytes of its .text section) as build.sh's own build; a pruned build that fails is
  * followed by build.sh's (which reports a real compile error as usual).
  */
-import { mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { dirname, join, resolve } from "node:path";
 import { parseElf } from "../../codeobj/elf.ts";
@@ -148,6 +148,8 @@ export class FastBuildState {
     try {
       // taken back only as sealed for this folder by this user's kerncap (src/format/state-seal.ts): it is compiled in place of the sources
       const user = userResultsKey();
+      // regular files only (a FIFO planted in a handed-over build/ would hold the read): checked before any is opened
+      if (![...BASE_FILES, BASE_SEAL].every((f) => lstatSync(join(work, f), { throwIfNoEntry: false })?.isFile())) throw new Error("not whole");
       const parts = BASE_FILES.map((f) => readFileSync(join(work, f)));
       const seal = JSON.parse(readFileSync(join(work, BASE_SEAL), "utf8"))?.auth;
       if (!user || typeof seal !== "string" || seal !== stateSeal(BASE_SCHEMA, work, parts, user)) throw new Error("not sealed");

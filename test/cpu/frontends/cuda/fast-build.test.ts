@@ -5,7 +5,7 @@
  * the two agreeing: the base's own text is written back.
  */
 import { describe, expect, test } from "bun:test";
-import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../../fixtures.ts";
 import { FastBuildState, friendIn } from "../../../../src/frontends/cuda/fast-build.ts";
@@ -128,6 +128,10 @@ describe("what the fast build keeps for the next process is taken back only as s
     cpSync(work, copy, { recursive: true, preserveTimestamps: true });
     expect(withKey(KEY, () => FastBuildState.load(copy)).base).toBeUndefined();
     writeFileSync(join(work, "full.cpp1.ii"), '# 1 "k.cu"\nint a; __global__ void planted() {}\n');
+    expect(withKey(KEY, () => FastBuildState.load(work)).base).toBeUndefined();
+    // a FIFO in its place (tar keeps one) is no base, and the load does not wait on it
+    rmSync(join(work, "full.cpp1.ii"));
+    expect(Bun.spawnSync(["mkfifo", join(work, "full.cpp1.ii")]).exitCode).toBe(0);
     expect(withKey(KEY, () => FastBuildState.load(work)).base).toBeUndefined();
   });
 });
