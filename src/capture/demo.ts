@@ -19,6 +19,7 @@ import { markTemp, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { makePrivateTemp } from "../util/write-file.ts";
 import { trustOwnBuild } from "../format/trust.ts";
 import { hostIdentity } from "../format/received.ts";
+import { sealMadeHere } from "../format/made-here.ts";
 import { differingFiles, sourceDigests } from "../format/source-digests.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { parseManifest } from "../format/manifest.ts";
@@ -105,6 +106,7 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
     // its sources as written, as a capture records them (inspect says which the user edits)
     const mf = join(tmp, "kerncap.json");
     writeFileSync(mf, JSON.stringify({ ...JSON.parse(readFileSync(mf, "utf8")), host: hostIdentity(), sources: sourceDigests(tmp) }, null, 2) + "\n");
+    sealMadeHere(tmp); // the user's own, made here (src/format/made-here.ts): the rename below keeps the folder's identity
     rmSync(join(tmp, TEMP_MARKER));
     chmodSync(tmp, 0o755); // no group write whatever the umask: a group-writable capture counts as received (src/format/received.ts)
     moveIntoPlace(t.path, out, force, (dest) => t.placeAt(dest));

@@ -13,6 +13,7 @@ import { MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parseManifest, type M
 import { TOOL_VERSION } from "../version.ts";
 import { identityFromRaw } from "./census.ts";
 import { hostIdentity } from "../format/received.ts";
+import { sealMadeHere } from "../format/made-here.ts";
 import { renderedDigests } from "../format/rendered.ts";
 import { sourceDigests } from "../format/source-digests.ts";
 
@@ -147,6 +148,8 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
   writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
   rmSync(join(o.tmpDir, "raw.json"), { force: true });
   rmSync(join(o.tmpDir, ".kerncap-temp"), { force: true }); // src/leftovers.ts TEMP_MARKER: complete now // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)
+  // made here by this user: sealed over the manifest and the folder (the rename keeps its identity; src/format/made-here.ts)
+  sealMadeHere(o.tmpDir);
   moveIntoPlace(o.tmpDir, o.finalDir, o.force);
   return m;
 }

@@ -7,6 +7,12 @@
 export const RECEIVED_MARK = "kerncap-received.json";
 
 /**
+ * The seal that makes a capture the user's own, made here (src/format/made-here.ts): an HMAC with
+ * the user's results key over the manifest and the folder. pack leaves it out; unpack removes one.
+ */
+export const MADE_HERE_SEAL = "kerncap-made-here.json";
+
+/**
  * Names kerncap (or what a rebuild runs) reads as configuration or runs as a script, wherever they
  * lie: the manifest and the received mark (every other kerncap*.json is refused too: the capture
  * set's index), the reproducer's build.sh, Triton's pinned.json (it names the interpreter) and

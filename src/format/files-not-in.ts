@@ -1,11 +1,13 @@
 /** What a folder holds beyond a list of files: unpack's "what replacing DIR loses", and a reproducer's src/ against the files a capture wrote (./source-digests.ts). */
 import { lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { MADE_HERE_SEAL } from "./file-names.ts";
 
 /**
  * Paths (relative, "/"-separated) of the regular files and links under `dir` that `keep` does not
  * list: what replacing `dir` with an unpacked capture loses (a user's notes, files added to src/).
- * Unreadable folders are skipped.
+ * kerncap's seal of a capture made here (MADE_HERE_SEAL) is kerncap's, not the user's: never
+ * listed. Unreadable folders are skipped.
  */
 export function filesNotIn(dir: string, keep: Set<string>): string[] {
   const out: string[] = [];
@@ -26,7 +28,7 @@ export function filesNotIn(dir: string, keep: Set<string>): string[] {
         continue;
       }
       if (st.isDirectory()) walk(p, r);
-      else if (!keep.has(r)) out.push(r);
+      else if (!keep.has(r) && r !== MADE_HERE_SEAL) out.push(r);
     }
   };
   walk(dir, "");

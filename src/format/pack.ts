@@ -13,7 +13,7 @@ import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/wri
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { readManifest, verifyFiles, verifyRegions } from "./capture-dir.ts";
-import { isLeftOutOfSources, RECEIVED_MARK } from "./file-names.ts";
+import { isLeftOutOfSources, MADE_HERE_SEAL, RECEIVED_MARK } from "./file-names.ts";
 import { privateFields, redactText, shippedManifestOf } from "./redact.ts";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { changed, fileKind, MANIFEST_MAX_BYTES, openInCapture, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
@@ -406,6 +406,8 @@ function packIndex(
       left.push({ path: rel, why: "an index left by hand: the archive writes its own" }); // an index left by hand; the archive gets its own
       continue;
     }
+    // the packer's seal of a capture made here (src/format/made-here.ts), never shipped and not worth a line: the recipient's copy is received
+    if (rel === MADE_HERE_SEAL) continue;
     // unpack's mark stays here: the recipient's unpack writes its own (an archive cannot carry one)
     if (rel === RECEIVED_MARK || rel.endsWith(`/${RECEIVED_MARK}`)) {
       left.push({ path: rel, why: "unpack's mark of a received capture: the recipient's unpack writes its own" });

@@ -7,12 +7,13 @@
  * machine without a machine-id every capture is received). A received capture's build runs only
  * once the user trusts it (the gate: src/format/trust.ts requireTrustedBuild).
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, rmSync, statSync, writeSync, type Stats } from "node:fs";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join, posix } from "node:path";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
-import { RECEIVED_MARK } from "./file-names.ts";
+import { MADE_HERE_SEAL, RECEIVED_MARK } from "./file-names.ts";
+import { notSealedHere } from "./made-here.ts";
 import { readInCapture, shownPath, treeEntries, writeInCapture } from "./paths.ts";
 import { frontendRunFiles } from "./run-files.ts";
 import { stateDir } from "./trust-records.ts";
@@ -94,6 +95,7 @@ export function kerncapMachineId(): string | null {
  */
 export function markReceived(dir: string, archive: string): void {
   withoutMachineId(dir);
+  rmSync(join(dir, MADE_HERE_SEAL), { force: true }); // a seal an archive carries is none of the recipient's (pack leaves the packer's out)
   writeInCapture(
     dir,
     RECEIVED_MARK,
@@ -321,6 +323,9 @@ export function receivedReasons(dir: string, m: Manifest, here = hostIdentity())
   if (data) why.push(data);
   const elsewhere = notMadeHere(m, here);
   if (elsewhere) why.push(elsewhere);
+  // what any local user can write (the host, the machine id, the uid) is not enough: the seal only the user's key makes (adversary 57 #33)
+  const unsealed = elsewhere ? undefined : notSealedHere(dir);
+  if (unsealed) why.push(`its manifest names this machine, but ${unsealed}`);
   return why;
 }
 

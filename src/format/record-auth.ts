@@ -129,6 +129,29 @@ export function resultsKey(env: Env = process.env): ResultsKey | string {
   return k;
 }
 
+/**
+ * The user's own key, for what says "this user, here" rather than "these runs" (src/format/made-here.ts):
+ * the key file in the user's state folder (made on first use), else KERNCAP_RESULTS_KEY's (a machine
+ * with no state folder of the user's own), else undefined. A KERNCAP_RESULTS_KEY set for one check
+ * or eval (a shared secret of a Slurm array) does not change which captures are the user's.
+ */
+export function ownKey(env: Env = process.env): ResultsKey | undefined {
+  const state = stateDir(env);
+  if (state) {
+    const known = cache.get(state);
+    const k = known ?? keyFile(join(state, RESULTS_KEY_FILE));
+    if (typeof k !== "string") {
+      cache.set(state, k);
+      return k;
+    }
+  }
+  try {
+    return envKey(env);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The key in `file`, made when absent (linked whole to its name: two kerncaps at once make one key), or why it cannot be used. */
 function keyFile(file: string): ResultsKey | string {
   for (let attempt = 0; attempt < 2; attempt++) {

@@ -36,6 +36,7 @@ import { filesNotIn, isPackArchive, packCapture, PACK_INDEX, portabilityWarnings
 import { readManifest, verifyRegions } from "../../src/format/capture-dir.ts";
 import { dataExtents } from "../../src/format/sparse-extents.ts";
 import { hostIdentity, RECEIVED_MARK } from "../../src/format/received.ts";
+import { MADE_HERE_SEAL } from "../../src/format/file-names.ts";
 import { hostname } from "node:os";
 import { deadPid, grepTree, makeCapture, PLANTED, plantPrivate, tempDir } from "./fixtures.ts";
 import { writeDemo } from "../../src/capture/demo.ts";
@@ -149,8 +150,10 @@ describe("pack / unpack", () => {
     const u = await unpackArchive(p.archive, join(root, "back"));
     const a = tree(dir);
     const b = tree(u.dir);
-    expect([...b.keys()].sort()).toEqual([...a.keys(), RECEIVED_MARK].sort()); // unpack marks the folder received (src/format/received.ts)
-    for (const [k, v] of a) if (k !== "kerncap.json") expect(Buffer.compare(b.get(k)!, v), k).toBe(0);
+    // the packer's seal of a capture made here stays out (src/format/made-here.ts); unpack marks the folder received (src/format/received.ts)
+    expect(a.has(MADE_HERE_SEAL)).toBe(true);
+    expect([...b.keys()].sort()).toEqual([...[...a.keys()].filter((k) => k !== MADE_HERE_SEAL), RECEIVED_MARK].sort());
+    for (const [k, v] of a) if (k !== "kerncap.json" && k !== MADE_HERE_SEAL) expect(Buffer.compare(b.get(k)!, v), k).toBe(0);
     // the manifest ships without this machine's id (a recipient who knew it could send back a folder counted as made here)
     const sent = JSON.parse(b.get("kerncap.json")!.toString());
     const kept = JSON.parse(a.get("kerncap.json")!.toString());
@@ -251,7 +254,9 @@ describe("pack / unpack", () => {
     const p = await packCapture(dir, join(root, "cap.zip"));
     const u = await unpackArchive(p.archive, join(root, "back"));
     expect(existsSync(join(u.dir, "build"))).toBe(false);
-    expect([...tree(u.dir).keys()].sort()).toEqual([...[...tree(dir).keys()].filter((k) => !k.startsWith("build/")), RECEIVED_MARK].sort());
+    expect([...tree(u.dir).keys()].sort()).toEqual(
+      [...[...tree(dir).keys()].filter((k) => !k.startsWith("build/") && k !== MADE_HERE_SEAL), RECEIVED_MARK].sort(),
+    );
   });
 
   test("pack lists every file it packs (path, bytes) and what it leaves out and why, in --json and the text; --dry-run lists them and writes nothing (nu9 #5)", async () => {

@@ -15,6 +15,7 @@ import { DEMO_FILES } from "../../src/capture/demo.ts";
 import { FileImage } from "../../src/format/file-image.ts";
 import { chunkBytesOf, chunkCount, chunkExpectation, chunkLen } from "../../src/format/chunks.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
+import { MADE_HERE_SEAL } from "../../src/format/file-names.ts";
 import { multisetRegions } from "../../src/replay/tolerance-plan.ts";
 import { hostIdentity } from "../../src/format/received.ts";
 import { describeTrust } from "../../src/cli/commands/inspect.ts";
@@ -82,7 +83,9 @@ describe("kerncap demo", () => {
   test("embeds every file of demo/capture, byte for byte (the manifest with this machine's host and its sources' digests added), with build.sh executable", async () => {
     expect(DEMO_FILES.map((f) => f.path).sort()).toEqual(files(DEMO_CAPTURE));
     const dir = await demo();
-    expect(files(dir)).toEqual(files(DEMO_CAPTURE));
+    // and kerncap's seal of a capture made here by this user (src/format/made-here.ts), mode 0600
+    expect(files(dir)).toEqual([...files(DEMO_CAPTURE), MADE_HERE_SEAL].sort());
+    expect(statSync(join(dir, MADE_HERE_SEAL)).mode & 0o777).toBe(0o600);
     for (const f of DEMO_FILES.filter((f) => f.path !== "kerncap.json"))
       expect(readFileSync(join(dir, f.path)).equals(readFileSync(join(DEMO_CAPTURE, f.path))), f.path).toBe(true);
     // the manifest: the embedded one with this machine's host and its sources' digests added (as a real capture records them)
@@ -284,7 +287,7 @@ describe("kerncap demo", () => {
     expect((await cli(["pack", dir, "-o", zip])).code).toBe(0);
     const back = join(tempDir(), "back");
     expect((await cli(["unpack", zip, "-o", back])).code).toBe(0);
-    expect(files(back)).toEqual([...files(dir), RECEIVED_MARK].sort());
+    expect(files(back)).toEqual([...files(dir).filter((f) => f !== MADE_HERE_SEAL), RECEIVED_MARK].sort()); // the seal is the packer's: never shipped
     expect((await cli(["inspect", back, "--verify"])).code).toBe(0);
   });
 

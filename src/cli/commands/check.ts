@@ -144,7 +144,7 @@ export default defineCommand({
     trust: {
       type: "boolean",
       description:
-        "With --rebuild: run the build.sh of received captures too (archives, and captures unpacked, made on another machine, or not yours alone), as validate --trust does (docs/security.md)",
+        "With --rebuild: run the build.sh of received captures too (archives, and captures unpacked, made on another machine, copied, or not yours alone), as validate --trust does (docs/security.md)",
       default: false,
     },
     iters: {

@@ -33,7 +33,7 @@ export default defineCommand({
     trust: {
       type: "boolean",
       description:
-        "Export a received capture (unpacked, made on another machine, or not yours alone: docs/security.md) after you read what its build runs: the exported make run-src runs that build.sh (a Triton export's repro.py, the kernel file); --trust=DIGEST for a build.sh of its own or a folder another user can write (docs/security.md)",
+        "Export a received capture (unpacked, made on another machine, copied, or not yours alone: docs/security.md) after you read what its build runs: the exported make run-src runs that build.sh (a Triton export's repro.py, the kernel file); --trust=DIGEST for a build.sh of its own or a folder another user can write (docs/security.md)",
       default: false,
     },
     ...jsonArg,

@@ -162,7 +162,8 @@ export function describeProcess(p: ProcessIdentity): string[] {
  * build.sh, and a Triton capture's run files), named so the user knows which edit ends it.
  */
 export function describeTrust(reasons: string[], trusted = false, covered: string[] = ["build.sh"]): string {
-  if (!reasons.length) return "trust      made here: this machine's id, your own files; a rebuild runs its build.sh without --trust";
+  if (!reasons.length)
+    return "trust      made here: your seal for this folder (kerncap-made-here.json), this machine's id, your own files; a rebuild runs its build.sh without --trust";
   const files = covered.length > 1 ? `${covered.slice(0, -1).join(", ")} or ${covered[covered.length - 1]}` : (covered[0] ?? "build.sh");
   const head = trusted
     ? `trust      received (not shown to be made here by you), its build trusted as it is now: a rebuild runs its build.sh without --trust until ${files} changes. Received because`

@@ -28,7 +28,7 @@ export default defineCommand({
     trust: {
       type: "boolean",
       description:
-        "With --build: run the build of a received capture (unpacked, made on another machine, or not yours alone: docs/security.md) after you read it, as validate --trust does; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)",
+        "With --build: run the build of a received capture (unpacked, made on another machine, copied, or not yours alone: docs/security.md) after you read it, as validate --trust does; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)",
       default: false,
     },
     confine: {

@@ -133,7 +133,7 @@ export default defineCommand({
     trust: {
       type: "boolean",
       description:
-        "Tune a received capture (unpacked, made on another machine, or not yours alone: docs/security.md): its build (build.sh, the kernel's Python) runs, as validate --trust runs it; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)",
+        "Tune a received capture (unpacked, made on another machine, copied, or not yours alone: docs/security.md): its build (build.sh, the kernel's Python) runs, as validate --trust runs it; --trust=DIGEST: only if the files are the ones the refusal showed (docs/security.md)",
       default: false,
     },
     confine: {

@@ -82,7 +82,7 @@ export const VALIDATE_ARGS = {
   trust: {
     type: "boolean",
     description:
-      "Run the build of a received capture (unpacked, made on another machine, or not yours alone: docs/security.md) after you read what it runs; --trust=DIGEST runs it only if the files are still the ones the refusal showed (needed for a folder another user can write); remembered for that folder and those files (docs/security.md)",
+      "Run the build of a received capture (unpacked, made on another machine, copied, or not yours alone: docs/security.md) after you read what it runs; --trust=DIGEST runs it only if the files are still the ones the refusal showed (needed for a folder another user can write); remembered for that folder and those files (docs/security.md)",
     default: false,
   },
   confine: {
