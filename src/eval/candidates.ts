@@ -33,7 +33,7 @@
 import { shellPath } from "../util/shell-quote.ts";
 import * as v from "valibot";
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { basename, join, resolve } from "node:path";
+import { basename, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapedForMessage } from "../format/archive-common.ts";
 import { CANDIDATE_MAX_BYTES, digestOf, readCandidateFile, readGiven, readTree, treeFiles } from "./candidate-files.ts";
@@ -73,6 +73,7 @@ export interface Candidate {
 
 export { CANDIDATE_FAULT_CODES, CandidateList, LISTED_KINDS } from "../format/candidate-list.ts";
 import { CANDIDATE_FAULT_CODES, CandidateList, LIST_FORMS, LISTED_KINDS } from "../format/candidate-list.ts";
+import { isPythonBytecode } from "../format/file-names.ts";
 
 /**
  * What is wrong with a candidate list that CandidateList refuses, naming the field (nu7 #4: a
@@ -383,7 +384,7 @@ const NOT_COPIED = new Set(["memory", "build", "profile"]);
 /**
  * Make `dest` (removed first, its parent the caller's) a copy of the capture's reproducer as it
  * is: every file of the capture folder but memory/, build/ and profile/ and kerncap's temporaries;
- * no link copied or followed.
+ * no link copied or followed, no Python bytecode cache (__pycache__, .pyc) copied.
  */
 export function copyReproducer(capture: string, dest: string): void {
   rmSync(dest, { recursive: true, force: true });
@@ -392,7 +393,8 @@ export function copyReproducer(capture: string, dest: string): void {
     if (NOT_COPIED.has(name) || isCaptureTemp(name)) continue;
     const from = join(capture, name);
     if (lstatSync(from).isSymbolicLink()) continue;
-    cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() });
+    // no link, and no Python bytecode cache (Python would run it in place of the kernel file shown: adversary 58)
+    cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() && !isPythonBytecode(relative(capture, s)) });
   }
 }
 

@@ -14,6 +14,7 @@ import { signalExitCode, StopSignals } from "../process-group.ts";
 import type { Extent } from "./sparse-extents.ts";
 import { badArchive } from "./zip.ts";
 import { refusePlantedLinks } from "../util/write-file.ts";
+import { isPythonBytecode } from "./file-names.ts";
 
 export const PACK_INDEX = "kerncap-pack.json";
 
@@ -61,7 +62,7 @@ export interface PackIndex {
 }
 
 /** The why of a file pack leaves out as an editor's temporary or backup, or a hidden name under src/. */
-export const EDITOR_LEFT_OUT = "an editor's temporary or backup, or a hidden name under src/";
+export const EDITOR_LEFT_OUT = "an editor's temporary or backup, Python's bytecode cache, or a hidden name under src/";
 
 export interface PackResult {
   /** The archive written, or that would be (dryRun). */
@@ -154,6 +155,9 @@ export function unportableName(name: string): string | undefined {
     if (part.startsWith("-")) return "has a part starting with - (read as an option)";
     if (TOOL_FILE.test(part))
       return "names a tool's own files (git's, a bare repository's HEAD included, Mercurial's, cargo's, npm's, Bun's, direnv's, pytest's, tox's, a debugger's, a task runner's, CI's, an editor's, an AI agent's): they name commands that tool runs";
+    // Python would run a cached bytecode file in place of the source shown (adversary 58): pack and export leave them out
+    if (isPythonBytecode(part))
+      return "is Python's bytecode cache (__pycache__, .pyc): Python would run it in place of the source beside it, and pack and export leave it out";
     // pack and export leave hidden files out of src/: a build that read one would build otherwise from them (adversary 52)
     if (part.startsWith(".") && part !== "." && part !== "..")
       return "is a hidden name (pack and export leave hidden files out, so a build that read one would compile otherwise from an archive or an export)";

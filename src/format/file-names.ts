@@ -49,13 +49,24 @@ export function isEditorTemporary(name: string): boolean {
 }
 
 /**
+ * Whether `rel` (a `/`-separated path or one name) is Python's bytecode cache: a `__pycache__`
+ * folder or what lies in it, a `.pyc`/`.pyo` file. Python loads such a file in place of the source
+ * beside it (an unchecked-hash .pyc is never compared with it: adversary 58), so no capture holds
+ * one: pack, export and a build's copy leave it out, unpack and eval's trees refuse it.
+ */
+export function isPythonBytecode(rel: string): boolean {
+  const parts = rel.split("/");
+  return parts.includes("__pycache__") || /\.py[co]$/i.test(parts[parts.length - 1]!);
+}
+
+/**
  * Whether pack and export leave the capture file `rel` (relative, `/`-separated) out: an editor
- * temporary anywhere (isEditorTemporary), and under src/ any hidden name (a part starting with `.`:
+ * temporary anywhere (isEditorTemporary), Python's bytecode cache (isPythonBytecode), and under src/ any hidden name (a part starting with `.`:
  * an editor's or a tool's own file, never a source the build reads by kerncap's design). Both name
  * what they left out in one warning line.
  */
 export function isLeftOutOfSources(rel: string): boolean {
   const parts = rel.split("/");
-  if (isEditorTemporary(parts[parts.length - 1]!)) return true;
+  if (isEditorTemporary(parts[parts.length - 1]!) || isPythonBytecode(rel)) return true;
   return parts[0] === "src" && parts.slice(1).some((p) => p.startsWith("."));
 }

@@ -3,7 +3,7 @@
  * (src/format/trust.ts requireTrustedBuild) let run: a received capture's build runs exactly the
  * bytes the gate approved, never the capture's files read again.
  */
-import { isEditorTemporary } from "./file-names.ts";
+import { isEditorTemporary, isPythonBytecode } from "./file-names.ts";
 import { closeSync, constants, futimesSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { privateTempFolder } from "../cache.ts";
@@ -164,11 +164,12 @@ function copySources(capture: string, folder: string): void {
       const r = `${rel}/${name}`;
       const st = lstatSync(join(capture, r));
       if (st.isDirectory()) {
-        walk(r);
+        if (!isPythonBytecode(r)) walk(r);
         continue;
       }
       // an editor's temporary (Emacs' lock link .#x.cu, a vim swap file): no source, left out as pack and export leave it out
       if (isEditorTemporary(name) && (st.isFile() || st.isSymbolicLink())) continue;
+      if (isPythonBytecode(r)) continue; // Python's bytecode cache: never run in place of a source (adversary 58)
       const b = readInCapture(capture, r, SOURCES_MAX_BYTES - bytes); // a link, a FIFO, a file past what is left: E_UNSAFE_PATH
       if (!b) continue; // gone meanwhile
       bytes += b.length;

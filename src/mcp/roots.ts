@@ -191,3 +191,24 @@ export function confineOut(out: string | undefined, cwd: string | undefined, roo
       },
     );
 }
+
+/**
+ * Refuse the working folder `cwd` of `run` and `list` (the application's) outside the server's
+ * roots, by its real path: what an agent's application reads and writes by relative paths stays in
+ * the folders the server was started for (adversary 58: `list` ran in `/`). A `cwd` that does not
+ * exist passes here (the tool's own E_USAGE says it); none given is the server's own folder.
+ * @throws KerncapError E_UNSAFE_PATH
+ */
+export function confineCwd(cwd: string | undefined, roots: string[] | undefined): void {
+  if (!roots || cwd === undefined) return;
+  let real: string;
+  try {
+    real = realpathSync(resolve(cwd));
+  } catch {
+    return;
+  }
+  if (!underRoots(real, roots))
+    throw new KerncapError("E_UNSAFE_PATH", `cwd ${JSON.stringify(cwd)} is not under the folders this server was started for (${roots.join(", ")})`, {
+      hint: "Give cwd as a folder under the server's --root folders, or leave it out (the folder `kerncap mcp` started in); nothing was run.",
+    });
+}

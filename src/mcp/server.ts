@@ -29,7 +29,7 @@ import { errorResult, runVerb, ToolChildren } from "./children.ts";
 import { writeCandidates } from "./evaluate.ts";
 import { editFileTool, listFilesTool, readFileTool } from "./files.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
-import { confineOut, confineToolDir } from "./roots.ts";
+import { confineCwd, confineOut, confineToolDir } from "./roots.ts";
 import { argumentProblems, gatedArgv, judgingArguments, outputSchema, toolInput, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
 
 export { ToolChildren } from "./children.ts";
@@ -286,6 +286,7 @@ async function handleCall(
   try {
     if (typeof a.dir === "string")
       for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
+    if (name === "run" || name === "list") confineCwd(a.cwd as string | undefined, trust.roots); // the application's working folder: under the roots too
     if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
     // the file tools' answers are large (read_file: up to 4 MiB twice): made one at a time, each once the
     // answers before it are written but UNSENT_ANSWERS_MAX (a client that reads none gets no more made)

@@ -110,7 +110,8 @@ const READS = { readOnlyHint: true, destructiveHint: false, idempotentHint: true
 export const TOOLS = {
   list: {
     title: "List the kernels an application launches",
-    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    // it runs the application given, whatever it is: as destructive as run (adversary 58: a client that approves non-destructive tools by itself ran `sh -c`)
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     output: "list",
     description:
       "Run an application with the capture library in count-only mode; returns every kernel it launched (name, count, grid, block, module). Document kerncap.list/1.",

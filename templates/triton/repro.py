@@ -8,6 +8,7 @@ launch that was captured. Exit 2 when the kernel does not compile, 3 when the to
 import importlib.util
 import json
 import os
+import re
 import sys
 import traceback
 
@@ -49,11 +50,30 @@ if triton.__version__ != pin["tritonVersion"]:
     sys.stderr.write(f"repro.py: warning: {msg} (forced)\n")
 
 path = os.path.join(here, "src", pin["kernelFile"])
-spec = importlib.util.spec_from_file_location("kerncap_kernel", path)
+# the kernel file runs from its own bytes, read here as UTF-8: never from a bytecode cache beside it
+# (src/__pycache__, which Python would load in its place, unchecked against the source), and never
+# under another encoding its coding line names (UTF-7 turns what reads as a comment into code): the
+# text kerncap showed before --trust is the text that runs
+sys.dont_write_bytecode = True
+with open(path, "rb") as f:
+    source = f.read()
+for line in source.splitlines()[:2]:
+    cookie = re.match(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", line)
+    if cookie and cookie.group(1).decode("ascii", "replace").lower().replace("_", "-") not in ("utf-8", "utf8", "utf-8-sig", "ascii", "us-ascii"):
+        fail(f"{path}: its coding line names {cookie.group(1).decode('ascii', 'replace')}: kerncap runs a kernel file as UTF-8 only "
+             "(the text it shows is UTF-8); save it as UTF-8 and remove the coding line")
+    if line.strip() and not line.lstrip().startswith(b"#"):
+        break
+try:
+    text = source.decode("utf-8-sig")
+except UnicodeDecodeError as e:
+    fail(f"{path}: not UTF-8 (byte {e.start}): kerncap runs a kernel file as UTF-8 only")
+spec = importlib.util.spec_from_loader("kerncap_kernel", loader=None, origin=path)
 mod = importlib.util.module_from_spec(spec)
+mod.__file__ = path
 sys.modules["kerncap_kernel"] = mod
 try:
-    spec.loader.exec_module(mod)
+    exec(compile(text, path, "exec", dont_inherit=True), mod.__dict__)
 except SyntaxError as e:
     fail(f"{e.filename}:{e.lineno}:{e.offset or 0}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}")
 except Exception:

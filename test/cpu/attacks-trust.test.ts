@@ -26,9 +26,10 @@ import {
   writeFileSync,
 } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
+import { copyReproducer } from "../../src/eval/candidates.ts";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { PACK_INDEX, packCapture, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
+import { PACK_INDEX, packCapture, readPackIndex, unpackArchive, type PackIndex } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { requireTrustedBuild } from "../../src/format/trust.ts";
 import { acceptCommand } from "../../src/replay/judge-settings.ts";
@@ -584,6 +585,32 @@ describe("names are data", () => {
     mkdirSync(join(git, ".git"));
     writeFileSync(join(git, ".git/config"), "[filter]\n");
     expect((await thrown(() => packCapture(git, join(root, "g.zip")))).code).toBe("E_PACK_NAME");
+  }, 60_000);
+
+  test("Python's bytecode cache (adversary 58: an unchecked-hash .pyc beside the kernel file ran in its place): unpack refuses one, pack leaves it out, eval's copy and a build's copy hold none", async () => {
+    for (const entry of ["src/__pycache__/k.cpython-311.pyc", "src/k.pyc", "src/sub/K.PYO"]) {
+      const b = await craftedArchive("cap", entry);
+      const e = await thrown(() => unpackArchive(b.archive, join(b.dir, "out")));
+      expect(e, entry).toMatchObject({ code: "E_ARCHIVE", exitCode: 2 });
+      expect(e.message).toContain("is Python's bytecode cache");
+      expect(existsSync(join(b.dir, "out"))).toBe(false);
+    }
+    const root = tempDir();
+    const cap = join(root, "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src/__pycache__"), { recursive: true });
+    writeFileSync(join(cap, "src/k.py"), "x = 1\n");
+    writeFileSync(join(cap, "src/__pycache__/k.cpython-311.pyc"), "bytecode");
+    writeFileSync(join(cap, "src/old.pyc"), "bytecode");
+    const p = await packCapture(cap, join(root, "cap.zip"));
+    const shipped = (await readPackIndex(p.archive)).files.map((f: { path: string }) => f.path);
+    expect(shipped).toContain("src/k.py");
+    expect(shipped.filter((f: string) => f.includes("pyc"))).toEqual([]);
+    expect(p.leftOut.map((l) => l.path).sort()).toEqual(["src/__pycache__", "src/old.pyc"].sort());
+    copyReproducer(cap, join(root, "copy"));
+    expect(existsSync(join(root, "copy/src/k.py"))).toBe(true);
+    expect(existsSync(join(root, "copy/src/__pycache__"))).toBe(false);
+    expect(existsSync(join(root, "copy/src/old.pyc"))).toBe(false);
   }, 60_000);
 
   test("an archive's index makes no folder a capture does not hold: build/, node_modules/, processes/1/, a hidden one (adversary 54: listed in dirs alone, they were made); pack refuses such a folder", async () => {

@@ -42,5 +42,6 @@ function nonEmpty(v: string | undefined): string | undefined {
  */
 export function tritonReproducerEnv(captured: string, cacheDir: string, env: Env = process.env): { python: string; env: Record<string, string | undefined> } {
   const python = env.KERNCAP_PYTHON || captured;
-  return { python, env: { ...env, KERNCAP_PYTHON_USED: python, TRITON_CACHE_DIR: cacheDir } };
+  // PYTHONDONTWRITEBYTECODE: no __pycache__ written beside the capture's sources (repro.py runs the kernel file from its bytes, never from a cache)
+  return { python, env: { ...env, KERNCAP_PYTHON_USED: python, TRITON_CACHE_DIR: cacheDir, PYTHONDONTWRITEBYTECODE: "1" } };
 }

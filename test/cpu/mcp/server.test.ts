@@ -164,7 +164,9 @@ describe("kerncap mcp", () => {
     for (const n of ["inspect", "read_file", "list_files", "replay"]) expect(t[n]!.annotations).toMatchObject({ readOnlyHint: true, openWorldHint: false });
     expect(t.edit_file!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: false });
     expect(t.run!.annotations).toMatchObject({ readOnlyHint: false, openWorldHint: true });
-    expect(t.list!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: true });
+    // list runs the application it is given, whatever it is: as destructive as run (adversary 58)
+    expect(t.list!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: true });
+    expect(t.run!.annotations).toMatchObject({ destructiveHint: true });
     // profile writes its report, tune its builds: neither reads only, neither destroys
     for (const n of ["profile", "tune", "validate"])
       expect(t[n]!.annotations, n).toMatchObject({ readOnlyHint: false, destructiveHint: false, openWorldHint: false });
@@ -831,7 +833,6 @@ describe("kerncap mcp", () => {
       ["../cap", join(root, "work")],
       ["etc-link/newcap", join(root, "work")],
       ["dangling", join(root, "work")],
-      [undefined, root], // the default kerncap-capture, in a cwd outside the roots
     ] as const) {
       const r = await c.callTool({ name: "run", arguments: { app: ["/bin/true"], kernel: "saxpy", ...(out ? { out } : {}), ...(cwd ? { cwd } : {}) } });
       expect(r.isError).toBe(true);
@@ -842,6 +843,13 @@ describe("kerncap mcp", () => {
     expect(said.size).toBe(1);
     expect([...said][0]).toContain("is not under the folders this server was started for");
     expect(existsSync(join(root, "cap"))).toBe(false);
+    // the application's working folder outside the roots: run's and list's alike, before anything runs (adversary 58: list ran `sh -c` in /)
+    for (const name of ["run", "list"]) {
+      const r = await c.callTool({ name, arguments: { app: ["/bin/sh", "-c", "echo ran > ran"], cwd: root } });
+      expect(doc(r).error.code, name).toBe("E_UNSAFE_PATH");
+      expect(doc(r).error.message, name).toBe(`cwd ${JSON.stringify(root)} is not under the folders this server was started for (${join(root, "work")})`);
+    }
+    expect(existsSync(join(root, "ran"))).toBe(false);
     // under the roots, the run's own checks come next (a missing app here)
     const ok = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], out: "cap", cwd: join(root, "work") } });
     expect(doc(ok).error.code).toBe("E_APP_NOT_FOUND");
