@@ -15,6 +15,7 @@ Exit: 0 match, 1 mismatch, 3 a data file damaged (its size or a checksum not the
 """
 import importlib.util
 import os
+import re
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -66,9 +67,28 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cpu" and not interpret:
     fail("no GPU: run with TRITON_INTERPRET=1 to interpret the kernel on the CPU")
 
-spec = importlib.util.spec_from_file_location("kernel", os.path.join(here, t["kernelFile"]))
+# the kernel file runs from its own bytes, as UTF-8: never from a bytecode cache beside it (src/__pycache__,
+# which Python would load in its place, unchecked against the source), never under another encoding its
+# coding line names (UTF-7 turns what reads as a comment into code): the text shown is the text that runs
+sys.dont_write_bytecode = True
+path = os.path.join(here, t["kernelFile"])
+with open(path, "rb") as f:
+    source = f.read()
+for line in source.splitlines()[:2]:
+    cookie = re.match(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", line)
+    if cookie and cookie.group(1).decode("ascii", "replace").lower().replace("_", "-") not in ("utf-8", "utf8", "utf-8-sig", "ascii", "us-ascii"):
+        fail(f"{path}: its coding line names {cookie.group(1).decode('ascii', 'replace')}: the kernel file runs as UTF-8 only; save it as UTF-8 and remove the coding line")
+    if line.strip() and not line.lstrip().startswith(b"#"):
+        break
+try:
+    text = source.decode("utf-8-sig")
+except UnicodeDecodeError as e:
+    fail(f"{path}: not UTF-8 (byte {e.start}): the kernel file runs as UTF-8 only")
+spec = importlib.util.spec_from_loader("kernel", loader=None, origin=path)
 mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
+mod.__file__ = path
+sys.modules["kernel"] = mod
+exec(compile(text, path, "exec", dont_inherit=True), mod.__dict__)
 fn = getattr(mod, t["fnName"])
 # under TRITON_INTERPRET=1, @triton.jit makes an InterpretedFunction (no JITFunction): stop there too
 while not (isinstance(fn, triton.runtime.jit.JITFunction) or type(fn).__name__ == "InterpretedFunction") and hasattr(fn, "fn"):
