@@ -13,7 +13,8 @@
  * receiver's) counts as received whatever its manifest says (src/format/received.ts). Without a
  * key no seal is written and no capture counts as made here.
  */
-import { closeSync, constants, fstatSync, openSync, readSync, statSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, rmSync, statSync, writeSync } from "node:fs";
+import { writeFileAtomic } from "../util/write-file.ts";
 import { join } from "node:path";
 import { authenticatorOf, ownKey, recordAuthProblem, type ResultsKey } from "./record-auth.ts";
 import { MADE_HERE_SEAL } from "./file-names.ts";
@@ -50,6 +51,23 @@ export function sealMadeHere(dir: string, key: ResultsKey | undefined = ownKey()
   } finally {
     closeSync(fd);
   }
+  return true;
+}
+
+/**
+ * Seal `dir` anew as the user's own capture, made here (a copy of one of the user's captures, or one
+ * made before seals, that the user has just trusted with --trust: src/format/trust.ts): the seal for
+ * this folder written whole over any other (an unguessable temp renamed over the name, no link
+ * followed), mode 0600.
+ * @returns whether a seal was written (none without a key)
+ * @throws KerncapError E_UNSAFE_PATH (the name a link), the system error of a failed write
+ */
+export function resealMadeHere(dir: string, key: ResultsKey | undefined = ownKey()): boolean {
+  if (!key) return false;
+  const auth = authenticatorOf(SCHEMA, sealBody(dir), key);
+  // the old one removed first (a link removed, not followed): the new one's bits are 0600, not those of the file it replaces
+  rmSync(join(dir, MADE_HERE_SEAL), { force: true });
+  writeFileAtomic(join(dir, MADE_HERE_SEAL), `${JSON.stringify({ schema: SCHEMA, auth })}\n`, { mode: 0o600 });
   return true;
 }
 

@@ -280,7 +280,8 @@ export function notMadeHere(
     return m.process
       ? `its manifest records no host machine-id (the capturing process's host name ${JSON.stringify(m.process.hostname)} is not enough)`
       : "its manifest records no host";
-  if (!m.host.machineId) return `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id`;
+  if (!m.host.machineId)
+    return `its manifest names host ${JSON.stringify(m.host.name)} but no machine-id (an archive and an export carry none: pack leaves it out)`;
   if (m.host.machineId !== here.machineId) return `its manifest says host ${JSON.stringify(m.host.name)} made it, under another machine-id than this machine's`; // neither id printed: the id is what makes a capture local
   // another user of this machine made it: a copy of theirs (cp -r keeps the manifest, and makes every file yours) is theirs (trial 11)
   if (typeof m.host.uid === "number" && here.uid !== undefined && m.host.uid !== here.uid)
@@ -325,8 +326,24 @@ export function receivedReasons(dir: string, m: Manifest, here = hostIdentity())
   if (elsewhere) why.push(elsewhere);
   // what any local user can write (the host, the machine id, the uid) is not enough: the seal only the user's key makes (adversary 57 #33)
   const unsealed = elsewhere ? undefined : notSealedHere(dir);
-  if (unsealed) why.push(`its manifest names this machine, but ${unsealed}`);
+  if (unsealed) why.push(`${SEAL_REASON}${unsealed}`);
   return why;
+}
+
+/** How receivedReasons begins the reason of a capture whose manifest names this machine and user but that holds no seal of the user's for its folder. */
+const SEAL_REASON = "its manifest names this machine, but ";
+
+/**
+ * Whether the only reason `dir` counts as received is its seal (receivedReasons): its manifest
+ * names this machine and the user, every file is the user's alone, no archive made it, but it
+ * holds no seal of the user's for this very folder — a copy of a capture of the user's (cp -r), one
+ * moved to another file system, one made before kerncap sealed captures, or a folder another user
+ * handed over naming the user. Once the user trusts its build (--trust), kerncap seals it as the
+ * user's (src/format/trust.ts requireTrustedBuild): later builds take it as made here.
+ */
+export function onlyUnsealed(dir: string, m: Manifest, here = hostIdentity()): boolean {
+  const why = receivedReasons(dir, m, here);
+  return why.length === 1 && why[0]!.startsWith(SEAL_REASON);
 }
 
 /** Why `dir` is a received capture (receivedReasons, joined with "; "), or undefined when it was made here by this user. */

@@ -18,7 +18,8 @@ import { fstatSync, realpathSync } from "node:fs";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import type { Manifest } from "./manifest.ts";
-import { notYours, receivedBecause } from "./received.ts";
+import { notYours, onlyUnsealed, receivedBecause } from "./received.ts";
+import { MADE_HERE_SEAL, resealMadeHere } from "./made-here.ts";
 import { approveBuild, approvedDigest } from "./staged-build.ts";
 import { readRecords, remember, sameTrustKey, stateDir, stateFolderRisk, TRUST_FILE, trustKey } from "./trust-records.ts";
 import { BUILD_SH_IN_MESSAGE, shownFiles, shownInterpreter, shownNotStock } from "./trust-prompt.ts";
@@ -155,12 +156,13 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       );
     }
     show();
+    const ownCopy = onlyUnsealed(dirArg, m);
     throw new KerncapError(
       "E_UNTRUSTED",
       `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles ${o.gated ?? "would run with your rights, so kerncap runs it only once you pass --trust"}`,
       {
         details,
-        hint: `Read ${names} and the sources under src/; if you trust them, run ${command}${o.remember === false ? "" : ` (${rememberedFor(runs)})`}${o.then ? `; ${o.then}` : ""}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
+        hint: `${ownCopy ? `It names this machine and you: a copy of a capture of yours (cp -r), or one made before kerncap sealed captures; once you trust it, kerncap seals it as yours for this folder and later builds need no --trust. ` : ""}Read ${names} and the sources under src/; if you trust them, run ${command}${runs.notStock === undefined && !notYours(dirArg) ? ` (kerncap's own build.sh: plain --trust is enough)` : ""}${o.remember === false ? "" : ` (${rememberedFor(runs)})`}${o.then ? `; ${o.then}` : ""}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
       },
     );
   } else {
@@ -191,6 +193,10 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
     }
   }
   approve();
+  // a folder that is received only for want of the user's seal (a copy of theirs, one made before seals): theirs from now on,
+  // by their word on the command line (never an MCP agent's); this run's build still runs the bytes just trusted (approve)
+  if (!o.inMessage && onlyUnsealed(dirArg, m) && resealMadeHere(dirArg))
+    log.info(`${escapeForTerminal(name, { oneLine: true })} is sealed as your own capture, made here (${MADE_HERE_SEAL}): later builds need no --trust`);
   if (o.remember === false) {
     log.info(`trusted ${name}'s build for this run only: ${names} (their one digest ${runs.digest}, as the refusal showed it; not recorded)`);
     return;

@@ -518,7 +518,9 @@ describe("attack: made here means this machine's id", () => {
     expect(existsSync(marker)).toBe(false);
     // a host name alone (this machine's, without its machine-id) is not enough either
     const named = { ...m, host: { name: hostname(), machineId: null } };
-    expect(notMadeHere(named)).toBe(`its manifest names host ${JSON.stringify(hostname())} but no machine-id`);
+    expect(notMadeHere(named)).toBe(
+      `its manifest names host ${JSON.stringify(hostname())} but no machine-id (an archive and an export carry none: pack leaves it out)`,
+    );
     // another machine's id with this host's name: said without printing either id (the id is what makes a capture local)
     const other = notMadeHere(
       { ...m, host: { name: hostname(), machineId: "0123456789abcdef0123456789abcdef" } },

@@ -74,5 +74,12 @@ export function remakeSliceForConfinedBuild(dir: string, m: Manifest): void {
     log.info(
       `${r.replaced}: a confined build compiles ${r.action === "removed" ? `the whole TU (no slice can be made: ${r.reason})` : `the slice kerncap makes from src/${meta.tu}`}, never the one found`,
     );
-  else if (r.action === "removed") log.info(`no slice for src/${meta.tu} (${r.reason}): the whole TU is compiled`);
+  else if (r.action === "removed" && !saidNoSlice.has(`${meta.tu}\0${r.reason}`)) {
+    // once per process and reason: an eval of many candidates builds many copies (nu14: one line per candidate)
+    saidNoSlice.add(`${meta.tu}\0${r.reason}`);
+    log.info(`no slice for src/${meta.tu} (${r.reason}): the whole TU is compiled`);
+  }
 }
+
+/** The TUs and reasons remakeSliceForConfinedBuild said "no slice" for in this process. */
+const saidNoSlice = new Set<string>();

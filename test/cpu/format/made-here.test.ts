@@ -3,11 +3,13 @@ import { expect, test } from "bun:test";
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { hostIdentity, receivedBecause } from "../../../src/format/received.ts";
+import { hostIdentity, onlyUnsealed, receivedBecause } from "../../../src/format/received.ts";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { MADE_HERE_SEAL, notSealedHere, sealMadeHere } from "../../../src/format/made-here.ts";
 import { keyId, type ResultsKey } from "../../../src/format/record-auth.ts";
-import { makeCapture, tempDir } from "../fixtures.ts";
+import { kerncapErrorOf, makeCapture, stderrOf, tempDir } from "../fixtures.ts";
+import { writeDemo } from "../../../src/capture/demo.ts";
+import { requireTrustedBuild } from "../../../src/format/trust.ts";
 
 const otherKey = (): ResultsKey => {
   const bytes = randomBytes(32);
@@ -113,3 +115,32 @@ test.skipIf(!twoUsers)(
     }
   },
 );
+
+test("a copy of the user's own capture: refused, the hint saying it is a copy and that plain --trust is enough; once trusted, sealed as the user's (later builds need no --trust); an MCP agent's trust seals nothing", async () => {
+  const root = tempDir();
+  const dir = join(root, "cap");
+  writeDemo(dir, false);
+  const copy = join(root, "copy");
+  cpSync(dir, copy, { recursive: true });
+  const m = readManifest(copy);
+  expect(onlyUnsealed(copy, m)).toBe(true);
+  const refused = await kerncapErrorOf(() => stderrOf(() => requireTrustedBuild(copy, m, false)).then((r) => r.value));
+  expect(refused.code).toBe("E_UNTRUSTED");
+  expect(refused.hint).toStartWith("It names this machine and you: a copy of a capture of yours (cp -r)");
+  expect(refused.hint).toContain("(kerncap's own build.sh: plain --trust is enough)");
+  // an agent's build trusted by the server (--trust-builds): runs, seals nothing
+  const agents = join(root, "agents");
+  cpSync(dir, agents, { recursive: true });
+  await stderrOf(() => requireTrustedBuild(agents, m, true, { inMessage: true, remember: false }));
+  expect(notSealedHere(agents)).toBeDefined();
+  await stderrOf(() => requireTrustedBuild(copy, m, true));
+  expect(notSealedHere(copy)).toBeUndefined();
+  expect(statSync(join(copy, MADE_HERE_SEAL)).mode & 0o777).toBe(0o600);
+  expect(receivedBecause(copy, m)).toBeUndefined();
+  // a capture another machine made is received for its manifest too: no --trust makes it one made here
+  const foreign = join(root, "foreign");
+  cpSync(dir, foreign, { recursive: true });
+  const fm = readManifest(foreign);
+  fm.host = { ...fm.host!, machineId: "0".repeat(31) + "1" };
+  expect(onlyUnsealed(foreign, fm)).toBe(false);
+});
