@@ -106,6 +106,23 @@ export function rememberedFor(runs: WhatRuns): string {
   return `remembered for this folder and ${one ? "this" : "these"} exact ${one ? "file" : "files"} (${pinned.join(", ")}): a change to ${one ? "it" : "any of them"} asks again${runs.notStock === undefined ? "; an edit of the other sources under src/ does not" : ""}`;
 }
 
+/**
+ * After the user's --trust on the command line (never an MCP agent's): a folder received only for
+ * want of the user's seal (src/format/received.ts onlyUnsealed: a copy of a capture of theirs, one
+ * made before seals) is sealed as theirs from now on (src/format/made-here.ts); this run's build
+ * still runs the bytes just trusted.
+ */
+function adoptOwnCopy(dir: string, m: Manifest, name: string): void {
+  if (onlyUnsealed(dir, m) && resealMadeHere(dir))
+    log.info(`${escapeForTerminal(name, { oneLine: true })} is sealed as your own capture, made here (${MADE_HERE_SEAL}): later builds need no --trust`);
+}
+
+/** The parenthesis after the --trust command of a refusal: that plain --trust is enough (`plain`), and what the trust is remembered for. */
+function trustNotes(plain: boolean, remembered: string | undefined): string {
+  const notes = [plain ? "kerncap's own build.sh: plain --trust is enough" : "", remembered ?? ""].filter(Boolean);
+  return notes.length ? ` (${notes.join("; ")})` : "";
+}
+
 export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean | string, o: TrustGateOptions = {}): void {
   const why = receivedBecause(dirArg, m);
   if (!why) return;
@@ -162,7 +179,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles ${o.gated ?? "would run with your rights, so kerncap runs it only once you pass --trust"}`,
       {
         details,
-        hint: `${ownCopy ? `It names this machine and you: a copy of a capture of yours (cp -r), or one made before kerncap sealed captures; once you trust it, kerncap seals it as yours for this folder and later builds need no --trust. ` : ""}Read ${names} and the sources under src/; if you trust them, run ${command}${runs.notStock === undefined && !notYours(dirArg) ? ` (kerncap's own build.sh: plain --trust is enough)` : ""}${o.remember === false ? "" : ` (${rememberedFor(runs)})`}${o.then ? `; ${o.then}` : ""}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
+        hint: `${ownCopy ? `It names this machine and you: a copy of a capture of yours (cp -r), or one made before kerncap sealed captures; once you trust it, kerncap seals it as yours for this folder and later builds need no --trust. ` : ""}Read ${names} and the sources under src/; if you trust them, run ${command}${trustNotes(runs.notStock === undefined && !notYours(dirArg), o.remember === false ? undefined : rememberedFor(runs))}${o.then ? `; ${o.then}` : ""}. An MCP agent's build (validate, tune, profile, evaluate) needs kerncap mcp --trust-builds.`,
       },
     );
   } else {
@@ -193,10 +210,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
     }
   }
   approve();
-  // a folder that is received only for want of the user's seal (a copy of theirs, one made before seals): theirs from now on,
-  // by their word on the command line (never an MCP agent's); this run's build still runs the bytes just trusted (approve)
-  if (!o.inMessage && onlyUnsealed(dirArg, m) && resealMadeHere(dirArg))
-    log.info(`${escapeForTerminal(name, { oneLine: true })} is sealed as your own capture, made here (${MADE_HERE_SEAL}): later builds need no --trust`);
+  if (!o.inMessage) adoptOwnCopy(dirArg, m, name);
   if (o.remember === false) {
     log.info(`trusted ${name}'s build for this run only: ${names} (their one digest ${runs.digest}, as the refusal showed it; not recorded)`);
     return;

@@ -1444,7 +1444,7 @@ test("a received capture's refusal (E_UNTRUSTED) gives a command that runs as it
     const command = refused.details.trust.command as string;
     expect(command).toBe(`kerncap validate ${cap} --build-only --trust=${digest}`);
     expect(command).not.toContain("…");
-    expect(refused.hint).toContain(`${command} (remembered for this folder`);
+    expect(refused.hint).toContain(`${command} (kerncap's own build.sh: plain --trust is enough; remembered for this folder`);
     expect(refused.hint).toContain("then run the eval again");
     expect(refused.message).not.toContain("#!/usr/bin/env bash"); // build.sh shown on stderr (and named in details), not inlined
     expect(refused.message.length).toBeLessThan(1000);

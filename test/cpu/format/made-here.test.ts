@@ -127,7 +127,7 @@ test("a copy of the user's own capture: refused, the hint saying it is a copy an
   const refused = await kerncapErrorOf(() => stderrOf(() => requireTrustedBuild(copy, m, false)).then((r) => r.value));
   expect(refused.code).toBe("E_UNTRUSTED");
   expect(refused.hint).toStartWith("It names this machine and you: a copy of a capture of yours (cp -r)");
-  expect(refused.hint).toContain("(kerncap's own build.sh: plain --trust is enough)");
+  expect(refused.hint).toContain("(kerncap's own build.sh: plain --trust is enough; remembered for this folder");
   // an agent's build trusted by the server (--trust-builds): runs, seals nothing
   const agents = join(root, "agents");
   cpSync(dir, agents, { recursive: true });
