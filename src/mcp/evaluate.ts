@@ -27,6 +27,14 @@ import { assertEditableSource } from "./files.ts";
 /** One candidate as the tool takes it. */
 export const McpCandidate = v.strictObject({
   name: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/), v.description("The candidate's name in the results (default c1, c2, …)"))),
+  // the word of the candidate list and the results (nu14: an agent that read them sent label)
+  label: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/),
+      v.description("The same as name (the word the results and a candidate list use); give one of the two"),
+    ),
+  ),
   files: v.optional(
     v.pipe(
       v.record(v.string(), v.string()),
@@ -148,7 +156,11 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
   const manifest = readManifest(captureDir);
   const names = new Set<string>();
   const named = list.map((c, i) => {
-    const name = c.name ?? `c${i + 1}`;
+    if (c.name !== undefined && c.label !== undefined && c.name !== c.label)
+      throw new KerncapError("E_USAGE", `candidate ${i + 1} gives name ${c.name} and label ${c.label}`, {
+        hint: "Give one of name and label (the same thing).",
+      });
+    const name = c.name ?? c.label ?? `c${i + 1}`;
     if (names.has(name)) throw new KerncapError("E_USAGE", `two candidates are named ${name}`, { hint: "Give each candidate its own name." });
     names.add(name);
     const kinds = (["files", "patch", "config"] as const).filter((k) => c[k] !== undefined);

@@ -230,8 +230,12 @@ describe("kerncap mcp", () => {
     const m = await c.callTool({ name: "read_file", arguments: { dir } });
     expect(doc(m).error.message).toBe("bad arguments for read_file: missing argument path");
     // an unknown key of a candidate: the candidate's own keys, not the tool's (nu13: `label` answered with dir, inputs, candidates…)
-    const e = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ label: "x", patch: "--- a/k\n" }] } });
-    expect(doc(e).error.message).toContain("unknown argument candidates.0.label; candidates.0 takes: name, files, patch, config");
+    const e = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ title: "x", patch: "--- a/k\n" }] } });
+    expect(doc(e).error.message).toContain("unknown argument candidates.0.title; candidates.0 takes: name, label, files, patch, config");
+    // label is name's other word (the results' and the candidate list's: nu14); two that differ are a usage error
+    const both = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "a", label: "b", patch: "--- a/k\n" }] } });
+    expect(doc(both).error.code).toBe("E_USAGE");
+    expect(doc(both).error.message).toBe("candidate 1 gives name a and label b");
     // kerncap.json is the capture's own file: no "did you mean src/kerncap.json?" (found by a trial)
     const k = await c.callTool({ name: "edit_file", arguments: { dir, path: "kerncap.json", content: "x" } });
     expect(doc(k).error.hint).toContain("kerncap.json is the capture's own file");
