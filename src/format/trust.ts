@@ -14,7 +14,8 @@
  */
 import { shellPath } from "../util/shell-quote.ts";
 import { join } from "node:path";
-import { fstatSync, realpathSync } from "node:fs";
+import { fstatSync, lstatSync, realpathSync } from "node:fs";
+import { JUDGE_FILE } from "./file-names.ts";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import type { Manifest } from "./manifest.ts";
@@ -48,6 +49,8 @@ export interface TrustGateOptions {
   gated?: string;
   /** What the user does after running `command --trust=DIGEST` where that command is not the verb refused (eval's: "then run the eval again"). */
   then?: string;
+  /** Whether the user's --trust also seals a copy of theirs as their own (adoptOwnCopy; default true): not check's, over a corpus no refusal showed. */
+  adopt?: boolean;
 }
 
 /**
@@ -112,9 +115,17 @@ export function rememberedFor(runs: WhatRuns): string {
  * made before seals) is sealed as theirs from now on (src/format/made-here.ts); this run's build
  * still runs the bytes just trusted.
  */
-function adoptOwnCopy(dir: string, m: Manifest, name: string): void {
-  if (onlyUnsealed(dir, m) && resealMadeHere(dir))
-    log.info(`${escapeForTerminal(name, { oneLine: true })} is sealed as your own capture, made here (${MADE_HERE_SEAL}): later builds need no --trust`);
+function adoptOwnCopy(dir: string, m: Manifest, name: string, runs: WhatRuns): void {
+  if (!onlyUnsealed(dir, m)) return;
+  const shown = escapeForTerminal(name, { oneLine: true });
+  // a build.sh of the user's own runs files under src/ that a seal does not cover (an agent may edit them): trusted by its digest only (adversary 59)
+  if (runs.notStock !== undefined) return log.info(`${shown} stays received (${runs.notStock}): each change of what its build runs asks again`);
+  // judging settings the user never accepted would be in force in a capture of theirs (adversary 59: a tolerance of 1e30)
+  if (lstatSync(join(dir, JUDGE_FILE), { throwIfNoEntry: false }))
+    return log.info(
+      `${shown} stays received: it holds judging settings (${JUDGE_FILE}); read and accept them first (kerncap judge ${shellPath(dir)} --accept), then --trust seals it as yours`,
+    );
+  if (resealMadeHere(dir)) log.info(`${shown} is sealed as your own capture, made here (${MADE_HERE_SEAL}): later builds need no --trust`);
 }
 
 /** The parenthesis after the --trust command of a refusal: that plain --trust is enough (`plain`), and what the trust is remembered for. */
@@ -210,7 +221,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
     }
   }
   approve();
-  if (!o.inMessage) adoptOwnCopy(dirArg, m, name);
+  if (!o.inMessage && o.adopt !== false) adoptOwnCopy(dirArg, m, name, runs);
   if (o.remember === false) {
     log.info(`trusted ${name}'s build for this run only: ${names} (their one digest ${runs.digest}, as the refusal showed it; not recorded)`);
     return;

@@ -267,6 +267,7 @@ function gateRebuild(task: CaptureRef, dir: string, m: Manifest, s: CheckSetting
 /** The trust gate of gateRebuild. */
 function gateOf(task: CaptureRef, dir: string, m: Manifest, s: CheckSettings, theirs: string | undefined): void {
   requireTrustedBuild(dir, m, s.trust, {
+    adopt: false, // a corpus no refusal showed: --trust runs builds, it makes no capture the user's own
     ...(theirs ? { theirs } : {}),
     // check takes plain --trust only (one digest names one capture's files): the way out is validate's, or a copy of the user's own
     theirsHint: (digest) =>

@@ -36,6 +36,7 @@ import { MIN_PAIRS } from "../replay/stats.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { FIX_AND_VALIDATE } from "../frontends/build.ts";
 import { Rebuilder, rebuiltRun, type Builder, type Rebuilt } from "./rebuilder.ts";
+import { watchGuard } from "./watch-guard.ts";
 import { BuildSuperseded } from "../frontends/build.ts";
 import { verdictEvent, type ResetLine, type Trigger, type WatchEvent } from "./watch-events.ts";
 import type { Diagnostic } from "../frontends/confine.ts";
@@ -292,6 +293,7 @@ class WatchLoop {
   private idleReset: ResetLine | null = null;
   private watcher: FSWatcher | undefined;
   private cycles: SaveCycles | undefined;
+  private readonly guard: () => void;
 
   constructor(
     private readonly dir: string,
@@ -301,7 +303,9 @@ class WatchLoop {
     private readonly stops: StopSignals,
     private readonly open: () => Promise<ReplaySession | undefined>,
     private readonly stopped: () => void,
-  ) {}
+  ) {
+    this.guard = watchGuard(dir, m);
+  }
 
   /**
    * One cycle: the run of what `built` gives, its line; then the memory put back for the next
@@ -360,6 +364,7 @@ class WatchLoop {
    * held until the burst is quiet; a build stopped by a later event ends the cycle without a line.
    */
   private async save(c: SaveCycle): Promise<void> {
+    this.guard(); // the folder the watch started on, and as trusted: else the watch ends, nothing built (adversary 59)
     this.check?.abort.abort();
     const buildAt = performance.now();
     let compiled!: () => void;
