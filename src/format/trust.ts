@@ -118,14 +118,19 @@ export function rememberedFor(runs: WhatRuns): string {
 function adoptOwnCopy(dir: string, m: Manifest, name: string, runs: WhatRuns): void {
   if (!onlyUnsealed(dir, m)) return;
   const shown = escapeForTerminal(name, { oneLine: true });
+  const not = notAdoptable(dir, runs);
+  if (not) return log.info(`${shown} stays received: ${not}`);
+  if (resealMadeHere(dir)) log.info(`${shown} is sealed as your own capture, made here (${MADE_HERE_SEAL}): later builds need no --trust`);
+}
+
+/** Why a copy of the user's own (onlyUnsealed) is not sealed by their --trust (a phrase), or undefined when it is. */
+function notAdoptable(dir: string, runs: WhatRuns): string | undefined {
   // a build.sh of the user's own runs files under src/ that a seal does not cover (an agent may edit them): trusted by its digest only (adversary 59)
-  if (runs.notStock !== undefined) return log.info(`${shown} stays received (${runs.notStock}): each change of what its build runs asks again`);
+  if (runs.notStock !== undefined) return `${runs.notStock}: each change of what its build runs asks again`;
   // judging settings the user never accepted would be in force in a capture of theirs (adversary 59: a tolerance of 1e30)
   if (lstatSync(join(dir, JUDGE_FILE), { throwIfNoEntry: false }))
-    return log.info(
-      `${shown} stays received: it holds judging settings (${JUDGE_FILE}); read and accept them first (kerncap judge ${shellPath(dir)} --accept), then --trust seals it as yours`,
-    );
-  if (resealMadeHere(dir)) log.info(`${shown} is sealed as your own capture, made here (${MADE_HERE_SEAL}): later builds need no --trust`);
+    return `it holds judging settings (${JUDGE_FILE}); read and accept them first (kerncap judge ${shellPath(dir)} --accept), then --trust seals it as yours`;
+  return undefined;
 }
 
 /** The parenthesis after the --trust command of a refusal: that plain --trust is enough (`plain`), and what the trust is remembered for. */
@@ -184,7 +189,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
       );
     }
     show();
-    const ownCopy = onlyUnsealed(dirArg, m);
+    const ownCopy = !o.inMessage && o.adopt !== false && onlyUnsealed(dirArg, m) && !notAdoptable(dirArg, runs);
     throw new KerncapError(
       "E_UNTRUSTED",
       `${name} is a received capture (${why}): what its build runs (${names}${runs.interpreter !== null ? `, ${runs.interpreterNamed ?? "the interpreter"}` : ""}: ${shown}; the digest of all of it: sha256 ${runs.digest}) and what it compiles ${o.gated ?? "would run with your rights, so kerncap runs it only once you pass --trust"}`,

@@ -219,7 +219,7 @@ describe("what runs is what was trusted", () => {
     const { e } = await quietly(() => requireTrustedBuild(stock, readManifest(stock), false));
     expect(e.code).toBe("E_UNTRUSTED");
     expect(e.hint).toContain(
-      "(remembered for this folder and this exact file (build.sh): a change to it asks again; an edit of the other sources under src/ does not)",
+      "(kerncap's own build.sh: plain --trust is enough; remembered for this folder and this exact file (build.sh): a change to it asks again; an edit of the other sources under src/ does not)",
     );
     expect(e.hint).not.toContain("a change to any asks again");
     expect(e.message).toContain("would run with your rights, so kerncap runs it only once you pass --trust");
