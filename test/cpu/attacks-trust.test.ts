@@ -37,7 +37,7 @@ import { markReceived } from "../../src/format/received.ts";
 import { buildReproducer, CONFINED_DATA_KIB, CONFINED_FILE_KIB } from "../../src/frontends/build.ts";
 import { templateEngine } from "../../src/frontends/templates.ts";
 import { overrideSandboxSupport } from "../../src/frontends/sandbox.ts";
-import { makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
+import { fakeTritonSite, makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
 import { exportOp } from "../../src/ops/export.ts";
 import { rawZip, readRawZip, storedEntry } from "./zip-fixture.ts";
 
@@ -239,15 +239,7 @@ describe("what runs is what was trusted", () => {
     const root = tempDir();
     const marker = join(root, "readme-ran");
     // a Triton stand-in: repro.py imports these before it imports the kernel file
-    const site = tempDir("kerncap-fake-triton-");
-    const pkg = join(site, "triton");
-    for (const d of ["", "backends", "compiler"]) mkdirSync(join(pkg, d), { recursive: true });
-    writeFileSync(join(pkg, "__init__.py"), "__version__ = '3.0.0'\nfrom . import language, backends, compiler\n");
-    writeFileSync(join(pkg, "language.py"), "");
-    writeFileSync(join(pkg, "backends/__init__.py"), "from . import compiler\n");
-    writeFileSync(join(pkg, "backends/compiler.py"), "class GPUTarget:\n    pass\n");
-    writeFileSync(join(pkg, "compiler/__init__.py"), "class ASTSource:\n    pass\nfrom . import compiler\n");
-    writeFileSync(join(pkg, "compiler/compiler.py"), "def make_backend(t):\n    pass\n");
+    const site = fakeTritonSite();
     const dir = await received(
       root,
       `#!/usr/bin/env bash\nset -euo pipefail\nhere="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"\nPYTHONPATH=${JSON.stringify(site)} exec python3 "$here/repro.py" "$@"\n`,
@@ -299,20 +291,6 @@ function stockCudaBuildSh(): string {
     compiledSource: "k.cu",
     sliceKind: "none",
   });
-}
-
-/** A Triton stand-in on a PYTHONPATH of its own: repro.py imports these before it imports the kernel file. @returns the site folder */
-function fakeTritonSite(): string {
-  const site = tempDir("kerncap-fake-triton-");
-  const pkg = join(site, "triton");
-  for (const d of ["", "backends", "compiler"]) mkdirSync(join(pkg, d), { recursive: true });
-  writeFileSync(join(pkg, "__init__.py"), "__version__ = '3.0.0'\nfrom . import language, backends, compiler\n");
-  writeFileSync(join(pkg, "language.py"), "");
-  writeFileSync(join(pkg, "backends/__init__.py"), "from . import compiler\n");
-  writeFileSync(join(pkg, "backends/compiler.py"), "class GPUTarget:\n    pass\n");
-  writeFileSync(join(pkg, "compiler/__init__.py"), "class ASTSource:\n    pass\nfrom . import compiler\n");
-  writeFileSync(join(pkg, "compiler/compiler.py"), "def make_backend(t):\n    pass\n");
-  return site;
 }
 
 describe("the build's folder, outputs and environment hold nothing the capture controls", () => {

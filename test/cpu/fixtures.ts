@@ -436,3 +436,17 @@ export async function stderrOf<T>(fn: () => Promise<T> | T): Promise<{ err: stri
     process.stderr.write = orig;
   }
 }
+
+/** A Triton stand-in on a PYTHONPATH of its own (version 3.0.0): repro.py imports these before it imports the kernel file. @returns the site folder */
+export function fakeTritonSite(): string {
+  const site = tempDir("kerncap-fake-triton-");
+  const pkg = join(site, "triton");
+  for (const d of ["", "backends", "compiler"]) mkdirSync(join(pkg, d), { recursive: true });
+  writeFileSync(join(pkg, "__init__.py"), "__version__ = '3.0.0'\nfrom . import language, backends, compiler\n");
+  writeFileSync(join(pkg, "language.py"), "");
+  writeFileSync(join(pkg, "backends/__init__.py"), "from . import compiler\n");
+  writeFileSync(join(pkg, "backends/compiler.py"), "class GPUTarget:\n    pass\n");
+  writeFileSync(join(pkg, "compiler/__init__.py"), "class ASTSource:\n    pass\nfrom . import compiler\n");
+  writeFileSync(join(pkg, "compiler/compiler.py"), "def make_backend(t):\n    pass\n");
+  return site;
+}

@@ -6,22 +6,14 @@
 import { expect, test } from "bun:test";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { tempDir } from "../../fixtures.ts";
+import { fakeTritonSite, tempDir } from "../../fixtures.ts";
 
 const REPRO = resolve(import.meta.dir, "../../../../templates/triton/repro.py");
 const python = Bun.which("python3");
 
 /** A Triton stand-in (repro.py imports these before the kernel file) and a reproducer folder whose src/k.py is `kernel`. */
 function reproducer(kernel: string | Uint8Array): { dir: string; site: string } {
-  const site = tempDir("kerncap-fake-triton-");
-  const pkg = join(site, "triton");
-  for (const d of ["", "backends", "compiler"]) mkdirSync(join(pkg, d), { recursive: true });
-  writeFileSync(join(pkg, "__init__.py"), "__version__ = '3.0.0'\nfrom . import language, backends, compiler\n");
-  writeFileSync(join(pkg, "language.py"), "");
-  writeFileSync(join(pkg, "backends/__init__.py"), "from . import compiler\n");
-  writeFileSync(join(pkg, "backends/compiler.py"), "class GPUTarget:\n    pass\n");
-  writeFileSync(join(pkg, "compiler/__init__.py"), "class ASTSource:\n    pass\nfrom . import compiler\n");
-  writeFileSync(join(pkg, "compiler/compiler.py"), "def make_backend(t):\n    pass\n");
+  const site = fakeTritonSite();
   const dir = tempDir();
   mkdirSync(join(dir, "src"));
   writeFileSync(join(dir, "src/k.py"), kernel);
