@@ -4,9 +4,10 @@
  * the state folder's results key, else KERNCAP_RESULTS_KEY) over the user's
  * id and the folder itself (its device, inode and birth time: a rename on the same file system
  * keeps them; a copy, an unpacked archive or a folder extracted from another user's tar has
- * others). What is in the folder is the user's to change (the manifest too: a folder others may
- * write is received by its modes, src/format/received.ts notYours); what the seal says is only
- * that kerncap made this folder for this user. A manifest's host and machine id say where a capture was
+ * others). The seal vouches for the folder, not for what is put in it: what the user edits, copies
+ * or extracts into a sealed folder is the user's (adversary 59: a tar extracted over one keeps its
+ * seal; docs/security.md says so), and a folder others may write is received by its modes
+ * (src/format/received.ts notYours). A manifest's host and machine id say where a capture was
  * made, but any local user can write them (/etc/machine-id is world-readable; the id kerncap makes
  * where there is none was in every manifest, adversary 57 #33): the seal is what no one without the
  * user's key can make, so a folder another user hands over with tar (its files then the
@@ -45,6 +46,7 @@ function sealBody(dir: string): Record<string, unknown> {
 export function sealMadeHere(dir: string, key: ResultsKey | undefined = ownKey()): boolean {
   if (!key) return false;
   const auth = authenticatorOf(SCHEMA, sealBody(dir), key);
+  rmSync(join(dir, MADE_HERE_SEAL), { force: true }); // none but the one written here (a file of that name the run left)
   const fd = openSync(join(dir, MADE_HERE_SEAL), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
     writeSync(fd, `${JSON.stringify({ schema: SCHEMA, auth })}\n`);
