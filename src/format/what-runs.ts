@@ -284,7 +284,9 @@ function givenPathProblem(path: string, uid: number | undefined): string | undef
     const what = st.isSymbolicLink() ? "a link" : st.isDirectory() ? "a folder" : "a file";
     if (uid !== undefined && st.uid !== 0 && st.uid !== uid)
       return `is named through ${at}, ${what} that belongs to another user (uid ${st.uid}), who could make it name another file`;
-    if (st.isDirectory() && othersMayWrite(st, at) && !(st.mode & 0o1000))
+    // a sticky folder keeps others from replacing its entries, not from adding one: the folder named last (-ccbin's, where
+    // nvcc runs `gcc`) is no safer sticky (adversary 60: another user's gcc dropped into a sticky folder ran)
+    if (st.isDirectory() && othersMayWrite(st, at) && (!(st.mode & 0o1000) || at === join("/", path)))
       return `is named through ${at}, a folder its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
   }
   return undefined;
@@ -320,7 +322,7 @@ export function interpreterProblem(dir: string, interpreter: string): string | u
   try {
     real = realpathSync(interpreter);
   } catch {
-    return undefined;
+    return missingProblem(interpreter);
   }
   // a link on the way to /proc/self/… resolves to another file in the build's process
   if (PER_PROCESS.test(real) || resolvedElsewhere(interpreter) !== real) return "resolves through a per-process link (/proc/self, /dev/fd)";
@@ -336,10 +338,53 @@ export function interpreterProblem(dir: string, interpreter: string): string | u
     const st = statSync(p);
     if (uid !== undefined && st.uid !== 0 && st.uid !== uid) return `is reached through ${p}, which belongs to another user (uid ${st.uid})`;
     const parent = dirname(p);
-    // a sticky folder (/tmp) is writable by all, yet no one may replace another's entry in it
-    if (othersMayWrite(st, p) && !(st.isDirectory() && st.mode & 0o1000))
+    // a sticky folder (/tmp) is writable by all, yet no one may replace another's entry in it; but anyone may add one to
+    // it, so the folder itself (-ccbin DIR: nvcc runs DIR/gcc) may be neither
+    if (othersMayWrite(st, p) && !(st.isDirectory() && st.mode & 0o1000 && p !== real))
       return `is reached through ${p}, which its group or every user can write (mode ${(st.mode & 0o7777).toString(8)})`;
-    if (parent === p) return undefined;
+    if (parent === p) break;
     p = parent;
+  }
+  return statSync(real).isDirectory() ? hostCompilerProblem(dir, real) : undefined;
+}
+
+/** The programs nvcc and hipcc look for in a host compiler folder (`-ccbin DIR`). */
+const HOST_COMPILERS = ["gcc", "g++", "cc", "c++", "cpp", "clang", "clang++", "cl"];
+
+/** Why a host compiler folder's programs may not run (interpreterProblem of each present), or undefined. */
+function hostCompilerProblem(dir: string, folder: string): string | undefined {
+  for (const name of HOST_COMPILERS) {
+    const path = join(folder, name);
+    try {
+      lstatSync(path);
+      // a folder of that name (or a link back to this one) runs nothing: nvcc fails on it
+      if (statSync(path).isDirectory()) continue;
+    } catch {
+      continue;
+    }
+    const problem = interpreterProblem(dir, path);
+    if (problem) return `holds ${name}, which ${problem}`;
+  }
+  return undefined;
+}
+
+/**
+ * Why an absolute path that does not exist may not be named, or undefined: the first folder above
+ * it that exists lets another user create it (its group or every user may write it, sticky or not:
+ * a sticky folder lets anyone add an entry), between this check and the build's exec (adversary 60).
+ */
+function missingProblem(path: string): string | undefined {
+  for (let p = dirname(path); ; p = dirname(p)) {
+    let st;
+    try {
+      st = statSync(p);
+    } catch {
+      if (dirname(p) === p) return undefined;
+      continue;
+    }
+    const uid = process.getuid?.();
+    if (othersMayWrite(st, p) || (uid !== undefined && st.uid !== 0 && st.uid !== uid))
+      return `does not exist, and ${p}, where it would be made, can be written by another user (mode ${(st.mode & 0o7777).toString(8)}, uid ${st.uid})`;
+    return undefined;
   }
 }

@@ -174,9 +174,14 @@ const LINKER_WORD =
 export const PTXAS_WORD =
   /^(-v|--verbose|-O[0-3]|--?opt-level=[0-3]|--?maxrregcount=\d+|-maxrregcount|\d+|-dlcm=\w+|-dscm=\w+|--?def-(load|store)-cache=\w+|--?warn-on-[a-z-]+|--?allow-expensive-optimizations(=(true|false))?|-Werror|--?warning-as-error|--?suppress-[a-z-]+|--?disable-optimizer-constants|--?fmad=(true|false)|--?preserve-relocs|--?sp-bound-check|-g|--?device-debug|-lineinfo|--?generate-line-info|--?position-independent-code=(true|false)|--?extensible-whole-program|--?register-usage-level=\d+|--?disable-warnings|--?device-function-maxrregcount=\d+)$/;
 
-/** cudafe++ options inside -Xcudafe: diagnostics only. */
+/**
+ * cudafe++ options inside -Xcudafe: diagnostics only, and the bare values they take (a diagnostic's
+ * number or name: never a word starting with `-`, which cudafe++ reads as an option of its own:
+ * `--error_output,F` writes its messages over F and `--output_mode,sarif` makes them JSON; an
+ * export's `./repro` so overwritten ran as a script, adversary 60).
+ */
 const CUDAFE_WORD =
-  /^--?(diag_suppress|diag_warning|diag_error|diag_remark|display_error_number|no_display_error_number)(=[A-Za-z0-9_,-]+)?$|^[A-Za-z0-9_,-]+$/;
+  /^--?(diag_suppress|diag_warning|diag_error|diag_remark|display_error_number|no_display_error_number)(=[A-Za-z0-9_,-]+)?$|^[A-Za-z0-9_][A-Za-z0-9_-]*$/;
 
 /** Whether `w` is a host compiler's setting (a macro and an include folder held to their values' rules). */
 function isHostWord(w: string): boolean {

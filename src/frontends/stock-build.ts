@@ -19,6 +19,7 @@ import Handlebars from "handlebars";
 import type { BuildScriptReading, NamedProgram, RunFile } from "../format/what-runs.ts";
 import type { TemplateFile } from "./templates.ts";
 import { firstNonSetting, readsResponseFile } from "./compile-settings.ts";
+import { escapeForTerminal } from "../escape.ts";
 
 /** What each escape helper of src/frontends/templates.ts can produce, as a regular expression (no capture groups). */
 const SLOT: Record<string, string> = {
@@ -48,14 +49,37 @@ const FLAG_WORD = String.raw`(?:[A-Za-z0-9_@%+=:,./-]|'[^']*'|\\'|"\$here/src")+
 const BARE: Record<string, string> = { flags: `(?:${FLAG_WORD}(?: ${FLAG_WORD})*)?` };
 /** Slots whose text the reading returns (the first occurrence of each). */
 const CAPTURED = new Set(["flags", "python"]);
+/**
+ * Slots whose value follows from another's in every rendering (src/frontends/cuda/repro.ts): the
+ * slice's `-D__BASE_FILE__` names the TU. A slot any word fits is no check until it is tied to
+ * what the template puts there (adversary 60: `{{shq sliceBaseFile}}` holding
+ * `-Xcompiler=@src/x.rsp`, a file of gcc options that ran a wrapper, was read as kerncap's own).
+ */
+const DERIVED: Record<string, (v: ReadonlyMap<string, string>) => string | undefined> = {
+  sliceBaseFile: (v) => (v.has("tuSource") ? `-D__BASE_FILE__="src/${v.get("tuSource")}"` : undefined),
+};
+/**
+ * A character no rendering holds: every escape of src/frontends/templates.ts writes C0 controls
+ * (but the newline), DEL, C1, format characters and line separators as text, and the templates hold
+ * none (adversary 60: ESC and OSC 52 in a `dq` slot's echo reached the terminal of `make` in an export).
+ */
+const NOT_RENDERED = /[\x00-\x09\x0b-\x1f\x7f-\x9f\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/u;
 /** A line longer than this is no template's (bytes): the matcher stays linear in practice. */
 const MAX_LINE = 1 << 16;
 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 
+/** One slot of the template outside `{{#each}}`: its capture group, the field it prints and the escape it prints it with. */
+interface Slot {
+  group: number;
+  field: string;
+  helper: string;
+}
 interface Compiled {
   re: RegExp;
+  /** CAPTURED field → the group of its first slot. */
   groups: Map<string, number>;
+  slots: Slot[];
 }
 const compiled = new Map<string, Compiled>();
 
@@ -69,10 +93,14 @@ export function templatePattern(template: string, pasted: "plain" | "any" = "pla
   const hit = compiled.get(key);
   if (hit) return hit;
   const groups = new Map<string, number>();
+  const slots: Slot[] = [];
   let group = 0;
-  const slot = (name: string, pattern: string) => {
-    if (!CAPTURED.has(name) || groups.has(name)) return pattern;
-    groups.set(name, ++group);
+  let inEach = 0;
+  // every slot outside {{#each}} is captured, to be decoded and compared with the others of its field (slotsAgree)
+  const slot = (name: string, pattern: string, helper: string) => {
+    if (inEach) return pattern;
+    slots.push({ group: ++group, field: name, helper });
+    if (CAPTURED.has(name) && !groups.has(name)) groups.set(name, group);
     return `(${pattern})`;
   };
   const walk = (program: hbs.AST.Program | undefined): string => {
@@ -87,16 +115,18 @@ export function templatePattern(template: string, pasted: "plain" | "any" = "pla
           const field = (m.params[0] as hbs.AST.PathExpression).original ?? "";
           const pattern = name === "shq" && pasted === "plain" && PASTED.has(field) ? PLAIN_WORD : SLOT[name];
           if (!pattern) throw new Error(`build.sh template: unknown helper ${name}`);
-          out += slot(field, pattern);
+          out += slot(field, pattern, name);
         } else {
           const pattern = BARE[name];
           if (!pattern) throw new Error(`build.sh template: unescaped field ${name}`);
-          out += slot(name, pattern);
+          out += slot(name, pattern, "bare");
         }
       } else if (s.type === "BlockStatement") {
         const b = s as hbs.AST.BlockStatement;
         const kind = (b.path as hbs.AST.PathExpression).original;
+        if (kind === "each") inEach++;
         const body = walk(b.program);
+        if (kind === "each") inEach--;
         if (kind === "each") out += `(?:${body})*`;
         else if (kind === "if" || kind === "unless") out += b.inverse ? `(?:${body}|${walk(b.inverse)})` : `(?:${body})?`;
         else throw new Error(`build.sh template: unknown block ${kind}`);
@@ -104,17 +134,45 @@ export function templatePattern(template: string, pasted: "plain" | "any" = "pla
     }
     return out;
   };
-  const c = { re: new RegExp(`^${walk(Handlebars.parse(template))}$`), groups };
+  const c = { re: new RegExp(`^${walk(Handlebars.parse(template))}$`), groups, slots };
   compiled.set(key, c);
   return c;
 }
 
-/** The slots of `text` when it is a rendering of `template` (CAPTURED slot → its text), else undefined. */
+/** A slot's text as the value its escape was given (SLOT's escapes undone). */
+function decodeSlot(helper: string, raw: string): string {
+  if (helper === "shq") return raw.startsWith("'") ? raw.slice(1, -1).replaceAll("'\\''", "'") : raw;
+  if (helper === "dq") return raw.replace(/\\([$`"\\])/g, "$1");
+  return raw;
+}
+
+/**
+ * Whether the slots of a match could come from one rendering: every slot of a field holds the same
+ * value (a source named one way in the compile and another in the message echoed), and each DERIVED
+ * slot the value its field's rule gives.
+ */
+function slotsAgree(slots: readonly Slot[], m: RegExpExecArray): boolean {
+  const values = new Map<string, string>();
+  for (const s of slots) {
+    const raw = m[s.group];
+    if (raw === undefined) continue; // in an {{#if}} branch the text does not hold
+    const v = decodeSlot(s.helper, raw);
+    if (values.has(s.field) && values.get(s.field) !== v) return false;
+    values.set(s.field, v);
+  }
+  return Object.entries(DERIVED).every(([field, rule]) => !values.has(field) || values.get(field) === rule(values));
+}
+
+/**
+ * The slots of `text` when it is a rendering of `template` (CAPTURED slot → its text), else
+ * undefined: a text with a character no rendering holds (NOT_RENDERED), or whose slots could not
+ * come from one rendering (slotsAgree), is none.
+ */
 export function matchTemplate(template: string, text: string, pasted: "plain" | "any" = "plain"): Record<string, string> | undefined {
-  if (text.split("\n").some((l) => l.length > MAX_LINE)) return undefined;
-  const { re, groups } = templatePattern(template, pasted);
+  if (text.split("\n").some((l) => l.length > MAX_LINE) || NOT_RENDERED.test(text)) return undefined;
+  const { re, groups, slots } = templatePattern(template, pasted);
   const m = re.exec(text);
-  if (!m) return undefined;
+  if (!m || !slotsAgree(slots, m)) return undefined;
   return Object.fromEntries([...groups].map(([name, i]) => [name, m[i] ?? ""]));
 }
 
@@ -353,6 +411,11 @@ export function readBuildScripts(templates: readonly TemplateFile[] | undefined,
   }
   if (!build) return { stock: true, programs: [], named: [] }; // Triton's files without a build.sh: kerncap's own repro.py runs them
   if (!tpl) return lexical("this kerncap has no build.sh template for the capture's frontend");
+  const control = NOT_RENDERED.exec(build.bytes.toString("utf8"));
+  if (control)
+    return lexical(
+      `build.sh holds ${escapeForTerminal(control[0], { oneLine: true })}, a control or format character no build.sh this kerncap writes holds (its escapes write them as text: a terminal acts on them when the script echoes them)`,
+    );
   const slots = matchTemplate(tpl.text, build.bytes.toString("utf8"));
   if (!slots)
     return lexical(

@@ -118,7 +118,8 @@ describe("the template matcher", () => {
       ],
       kernelFile: h,
       tritonVersion: h,
-      python: h,
+      python: PRINTABLE_HOSTILE,
+      sliceBaseFile: h,
       ...extra,
     };
   };
@@ -127,7 +128,15 @@ describe("the template matcher", () => {
   const files = (script: string, extra: RunFile[] = []): RunFile[] => [{ name: "build.sh", bytes: Buffer.from(script) }, ...extra];
 
   /** Plain names in the slots nvcc and hipcc paste into their shell lines (the sources, the architecture). */
-  const plainPasted = { arch: "sm_90", tuSource: "sub/kernel.cu", compiledSource: "kernel.kerncap-slice.cu", originalSource: "/proj/k.hip" };
+  const plainPasted = {
+    arch: "sm_90",
+    tuSource: "sub/kernel.cu",
+    compiledSource: "kernel.kerncap-slice.cu",
+    originalSource: "/proj/k.hip",
+    sliceBaseFile: '-D__BASE_FILE__="src/sub/kernel.cu"',
+  };
+  /** HOSTILE as a path may print it: shell syntax and quotes, no control or format character (a shell word holds those raw). */
+  const PRINTABLE_HOSTILE = '$(touch PWNED_SUB)`touch PWNED_BT`\'"*/"""#';
 
   test("every build.sh template rendered with hostile names (newlines, $(…), backticks, quotes, U+202E) in every slot but those a compiler driver pastes into a shell is kerncap's own; its flags read back word for word", () => {
     for (const [sliced, rdc, overlay] of [
@@ -146,7 +155,20 @@ describe("the template matcher", () => {
         if (field === "compiledSource" && !sliced) continue;
         const pasted = readBuildScripts(
           CUDA_TEMPLATES,
-          files(render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay, flags: plainFlags, ...plainPasted, [field]: "$(id).cu" }))),
+          files(
+            render(
+              CUDA_TEMPLATES,
+              ctx({
+                sliced,
+                rdc,
+                overlay,
+                flags: plainFlags,
+                ...plainPasted,
+                [field]: "$(id).cu",
+                ...(field === "tuSource" ? { sliceBaseFile: '-D__BASE_FILE__="src/$(id).cu"' } : {}),
+              }),
+            ),
+          ),
         );
         expect(pasted.stock, field).toBe(false);
         expect(pasted.why).toContain("paste into a shell line");
@@ -154,7 +176,13 @@ describe("the template matcher", () => {
       // in the flags too: the template matches, but a value nvcc would paste into a shell line is no compile setting
       const hostile = readBuildScripts(CUDA_TEMPLATES, files(render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay, ...plainPasted }))));
       expect(hostile.stock).toBe(false);
-      expect(hostile.why).toContain(`build.sh's compile flags pass ${JSON.stringify(`-DX=${HOSTILE}`)}`);
+      expect(hostile.why).toContain("\\u202e, a control or format character no build.sh this kerncap writes holds");
+      const printable = readBuildScripts(
+        CUDA_TEMPLATES,
+        files(render(CUDA_TEMPLATES, ctx({ sliced, rdc, overlay, ...plainPasted, flags: TEMPLATE_ESCAPES.shq!(`-DX=${PRINTABLE_HOSTILE}`) }))),
+      );
+      expect(printable.stock).toBe(false);
+      expect(printable.why).toContain(`build.sh's compile flags pass ${JSON.stringify(`-DX=${PRINTABLE_HOSTILE}`)}`);
     }
     expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx({ flags: "-O3 -DX=1", ...plainPasted })))).stock).toBe(true);
     expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx()))).stock).toBe(false);
@@ -168,10 +196,42 @@ describe("the template matcher", () => {
       files(render(TRITON_TEMPLATES, ctx()), [{ name: "repro.py", bytes: Buffer.from(TRITON_TEMPLATES.find((t) => t.path === "repro.py")!.text) }]),
     );
     expect(triton.stock).toBe(true);
-    expect(triton.programs).toEqual([{ flag: "build.sh's Python", value: HOSTILE, kind: "program" }]);
+    expect(triton.programs).toEqual([{ flag: "build.sh's Python", value: PRINTABLE_HOSTILE, kind: "program" }]);
+    // a control or format character in a shell word is held raw: no rendering of kerncap's passes it (adversary 60)
+    for (const python of ["/usr/bin/python3\u202e", "/usr/bin/\x1b]0;x\x07python3"]) {
+      const raw = readBuildScripts(
+        TRITON_TEMPLATES,
+        files(render(TRITON_TEMPLATES, ctx({ python })), [{ name: "repro.py", bytes: Buffer.from(TRITON_TEMPLATES.find((t) => t.path === "repro.py")!.text) }]),
+      );
+      expect(raw.stock, JSON.stringify(python)).toBe(false);
+    }
     expect(flagWords(ctx().flags as string)).toEqual([`-DX=${HOSTILE}`, `-I./src/${HOSTILE}`, "-O3"]);
     // the demo kerncap writes is the current template's
     expect(readBuildScripts(CUDA_TEMPLATES, files(readFileSync(join(import.meta.dir, "../../demo/capture/build.sh"), "utf8"))).stock).toBe(true);
+  });
+
+  test("adversary 60: a slot holds what its field's rendering puts there, the same in every slot of the field, and no control character: else not kerncap's own", () => {
+    const stock = render(CUDA_TEMPLATES, ctx({ sliced: true, rdc: false, overlay: false, flags: "-O3", ...plainPasted }));
+    expect(readBuildScripts(CUDA_TEMPLATES, files(stock)).stock).toBe(true);
+    const base = `'-D__BASE_FILE__="src/sub/kernel.cu"'`;
+    expect(stock).toContain(base);
+    const echoed = `src/sub/kernel.cu changed since`;
+    expect(stock).toContain(echoed);
+    for (const [what, text] of [
+      // gcc reads a file of options named in the slice's compile; `-wrapper sh,-c,…` in it runs a command (the round's 01)
+      ["the slice's __BASE_FILE__ slot holding an options file", stock.replace(base, "-Xcompiler=@src/x.rsp")],
+      ["the slice's __BASE_FILE__ naming another TU", stock.replace(base, `'-D__BASE_FILE__="src/other.cu"'`)],
+      // a message echoed by make names one source while the compile names another
+      ["an echoed source that is not the compiled one", stock.replace(echoed, "src/other.cu changed since")],
+      // ESC ] 52 writes the terminal's clipboard; ESC [2J clears it (the round's 03)
+      ["an echo with ESC", stock.replace(echoed, "src/sub/kernel.cu\x1b]52;c;ZWNobw==\x07\x1b[2J changed since")],
+      ["an echo with C1 and U+202E", stock.replace(echoed, "src/sub/kernel.cu\x9b2J\u202e changed since")],
+    ] as const) {
+      expect(text, what).not.toBe(stock);
+      const r = readBuildScripts(CUDA_TEMPLATES, files(text));
+      expect(r.stock, what).toBe(false);
+      expect(r.why, what).toMatch(/not the one this kerncap writes|a control or format character no build.sh this kerncap writes holds/);
+    }
   });
 
   test("a line added, a command changed, an unquoted $(…) or ; in the flags, another repro.py: not kerncap's own", () => {

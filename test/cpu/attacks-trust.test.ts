@@ -794,6 +794,40 @@ describe("the interpreter pinned.json names (a re-attack: an interpreter in anot
   });
 });
 
+describe("adversary 60: a host compiler folder or a missing interpreter in a folder others may add to", () => {
+  test("-ccbin naming a sticky folder anyone may write is refused (nvcc runs its gcc); so is one holding another user's gcc, and a missing interpreter where others may create it", async () => {
+    const { interpreterProblem } = await import("../../src/format/what-runs.ts");
+    const { mkdtempSync, mkdirSync, writeFileSync, chmodSync, symlinkSync, lchownSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const base = mkdtempSync(join(tmpdir(), "kc-ccbin-"));
+    chmodSync(base, 0o755);
+    const cap = join(base, "cap");
+    mkdirSync(cap);
+    const sticky = join(base, "shared");
+    mkdirSync(sticky);
+    chmodSync(sticky, 0o1777);
+    // the folder itself: anyone may add gcc to it, before or after the check
+    expect(interpreterProblem(cap, sticky)).toContain("its group or every user can write (mode 1777)");
+    expect(interpreterProblem(cap, join(sticky, "python3"))).toContain("does not exist, and");
+    expect(interpreterProblem(cap, join(sticky, "python3"))).toContain(`${sticky}, where it would be made, can be written by another user`);
+    // a folder of the user's own: its programs are checked as an interpreter is
+    const mine = join(base, "bin");
+    mkdirSync(mine);
+    expect(interpreterProblem(cap, mine)).toBeUndefined();
+    symlinkSync("/usr/bin/gcc", join(mine, "gcc"));
+    expect(interpreterProblem(cap, mine)).toBeUndefined();
+    symlinkSync(".", join(mine, "g++")); // a link back to the folder: no program, no loop
+    expect(interpreterProblem(cap, mine)).toBeUndefined();
+    if (process.getuid?.() === 0) {
+      symlinkSync("/bin/sh", join(mine, "cc"));
+      lchownSync(join(mine, "cc"), 65534, 65534);
+      expect(interpreterProblem(cap, mine)).toContain("holds cc, which is named through");
+    }
+    // a missing one in a folder of the user's own is left to the build
+    expect(interpreterProblem(cap, join(mine, "python9"))).toBeUndefined();
+  });
+});
+
 describe("commands kerncap suggests quote the folder's name (adversary 29: a handed-over folder named `$(touch PWNED)cap` ran `touch` when its suggested command was pasted)", () => {
   test("the trust refusal's command and hint, the judging settings' accept command, the read-only folder's cp: each a shell word", async () => {
     const root = tempDir();

@@ -109,6 +109,11 @@ describe("compile settings", () => {
       [["-Xcompiler", "@x"], "-Xcompiler @x"],
       [["-Xptxas=@x"], "-Xptxas=@x"],
       [["-Xcudafe", "--diag_suppress=1,@x"], "-Xcudafe @x"],
+      // cudafe++'s own options that write a file of its choosing (adversary 60: its messages as SARIF over the export's ./repro)
+      [["-Xcudafe", "--output_mode,sarif"], "-Xcudafe --output_mode"],
+      [["-Xcudafe", "--error_output,repro"], "-Xcudafe --error_output"],
+      [["-Xcudafe=--diag_suppress=177,--list,x"], "-Xcudafe --list"],
+      [["-Xcudafe", "-x"], "-Xcudafe -x"],
       [["@x"], "@x"],
       // the include folders' path rule in every spelling: after nvcc's `=`, element by element, no sysroot mark
       [["-isystem=/dev/stdin"], "-isystem=/dev/stdin"],
