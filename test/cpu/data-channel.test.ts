@@ -15,3 +15,14 @@ test("a 1 MiB document reaches a reader that starts late, whole", async () => {
   const doc = JSON.parse(out);
   expect(doc.error.message.length).toBe(size);
 });
+
+test("a kernel's printf (fd 1: libc's buffer, an inherited fd) reaches stderr with its controls escaped, never stdout or a terminal raw (adversary 60)", async () => {
+  for (const mode of ["exit", "wait"]) {
+    const p = Bun.spawn([process.execPath, join(import.meta.dir, "device-output-child.ts"), mode], { stdout: "pipe", stderr: "pipe" });
+    const [out, err] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+    expect(await p.exited).toBe(0);
+    expect(out).toBe("the verdict\n");
+    for (const what of ["buffered", "inherited"]) expect(err, mode).toContain(`${what} \\x1b]52;c;ZWNobyBQV05FRA==\\x07\\x1b[2Jthread 0 says \\u202eevil\n`);
+    expect(err).not.toMatch(/[\x1b\x07\u202e]/);
+  }
+});

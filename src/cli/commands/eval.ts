@@ -279,7 +279,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr, the data (the protocol) to stdout
+    keepStdoutForData(); // device printf goes to stderr, escaped; the data (the protocol) or the text to stdout
     if (args.worker) {
       const judge = new EvalJudge(() => writeDataLine({ started: true }));
       await serveProtocol(

@@ -74,7 +74,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
+    keepStdoutForData(); // device printf goes to stderr, escaped; the document or the text to stdout
     const dir = String(args.dir);
     const iters = intArg("iters", args.iters, 10, 100_000);
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000, 1);

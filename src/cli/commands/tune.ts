@@ -155,7 +155,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    if (args.json) keepStdoutForData();
+    keepStdoutForData(); // device printf goes to stderr, escaped; the document or the text to stdout
     const o = { ...tuneOptions(args, rawArgs), onBuilt: buildProgress(Boolean(args.json)) };
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k])); // before any build
     const files = (["report", "csv"] as const).filter((k) => args[k] !== undefined).map((k) => `--${k} ${String(args[k])}`);

@@ -149,7 +149,7 @@ export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
   args: VALIDATE_ARGS,
   async run({ args, rawArgs }) {
-    if (args.json) keepStdoutForData(); // device printf goes to stderr, the document to stdout
+    keepStdoutForData(); // device printf goes to stderr, escaped; the document or the text to stdout
     const capture = openCapture(String(args.dir));
     const options = validateOptions(args, rawArgs); // options first: no rebuild for a typo
     if (args["build-only"]) refuseReplayOptions(rawArgs);
