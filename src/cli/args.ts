@@ -1,9 +1,7 @@
 /** Argument fragments shared by several verbs (typed through `as const satisfies`). */
-import { constants, fstatSync, openSync, readSync, rmSync, writeSync } from "node:fs";
-import { join } from "node:path";
-import { privateTempFolder } from "../cache.ts";
+import { writeSync } from "node:fs";
+import { dataChannelFd, setStdoutAside } from "../native/stdout-aside.ts";
 import type { ArgsDef } from "citty";
-import { libc } from "../native/libc.ts";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal, jsonText } from "../escape.ts";
 import { jsonDocument, type DocumentName } from "../format/documents.ts";
@@ -289,8 +287,6 @@ export function repeatedOption(rawArgs: string[], names: string[]): string[] {
   return out;
 }
 
-let dataFd: number | undefined;
-
 /**
  * Write human-readable text (not a --json document) on the data channel, every control character,
  * bidi control and line separator escaped (src/escape.ts; newlines and tabs kept): a verb's report
@@ -302,6 +298,7 @@ export function printText(text: string): void {
 
 /** Write to the data channel: stdout, or the copy of it that keepStdoutForData() set aside. */
 function writeData(text: string): void {
+  const dataFd = dataChannelFd();
   if (dataFd === undefined) return void process.stdout.write(text);
   // every byte, however the pipe takes them: a write may take part of the text, or none when the
   // reader's pipe is full and the fd non-blocking (EAGAIN) — seen on the H200, where a `check
@@ -326,70 +323,11 @@ function writeData(text: string): void {
  * once inherited fd 1 after the redirect and its --json document landed on stderr: seen on the H200.)
  */
 export function dataStdio(): number | "inherit" {
-  return dataFd ?? "inherit";
-}
-
-/** The private file fd 1 points at while keepStdoutForData() holds it, and how much of it was copied to stderr (bytes). */
-let deviceOutput: { fd: number; folder: string; copied: number; decoder: TextDecoder } | undefined;
-
-/**
- * Set fd 1 aside for the data channel (the JSON document, a verb's text) and point fd 1 at a
- * private file whose text is copied to stderr with every control character, format character and
- * line separator escaped (flushDeviceOutput; src/escape.ts). A kernel's device-side printf reaches
- * the process's fd 1 from inside the CUDA driver (seen on the H200: `validate --json` of a kernel
- * with printf printed its lines before the document), and a received module's strings are
- * whoever made it: ESC ] 52 writes the terminal's clipboard (adversary 60). A file, not a pipe:
- * the driver writes while kerncap's one thread is inside a launch, and a full pipe would hold it
- * there. Copied every 250 ms while kerncap waits, and at exit (libc's buffers flushed first).
- * Where libc or the file cannot be had, fd 1 is pointed at stderr as it is (output unescaped), or
- * stays as it is.
- */
-export function keepStdoutForData(): void {
-  if (dataFd !== undefined) return;
-  try {
-    const { dup, dup2 } = libc();
-    const saved = dup(1);
-    if (saved < 0) return;
-    let folder: string | undefined;
-    let fd: number | undefined;
-    try {
-      folder = privateTempFolder("kerncap-device-output-");
-      fd = openSync(join(folder, "stdout"), constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_APPEND | constants.O_NOFOLLOW, 0o600);
-    } catch {
-      fd = undefined;
-    }
-    if (dup2(fd ?? 2, 1) < 0) return;
-    dataFd = saved;
-    if (fd === undefined || folder === undefined) return;
-    deviceOutput = { fd, folder, copied: 0, decoder: new TextDecoder() };
-    setInterval(flushDeviceOutput, 250).unref();
-    process.on("exit", () => {
-      flushDeviceOutput();
-      rmSync(folder, { recursive: true, force: true });
-    });
-  } catch {
-    /* stdout stays as it is */
-  }
+  return dataChannelFd() ?? "inherit";
 }
 
 /**
- * Copy what was written to fd 1 since the last call (a kernel's printf, through libc's buffers)
- * to stderr, escaped for a terminal (newlines and tabs kept). A no-op unless keepStdoutForData()
- * set fd 1 aside into its file.
+ * Set fd 1 aside for the data channel and point fd 1 at a private file copied to stderr escaped
+ * (src/native/stdout-aside.ts setStdoutAside): under --json and in a worker, before anything runs.
  */
-export function flushDeviceOutput(): void {
-  const out = deviceOutput;
-  if (!out) return;
-  try {
-    libc().fflush(null);
-    const size = fstatSync(out.fd).size;
-    if (size <= out.copied) return;
-    const bytes = Buffer.alloc(Math.min(size - out.copied, 1 << 24));
-    const n = readSync(out.fd, bytes, 0, bytes.length, out.copied);
-    out.copied += n;
-    const text = out.decoder.decode(bytes.subarray(0, n), { stream: true });
-    if (text) writeSync(2, escapeForTerminal(text));
-  } catch {
-    /* stderr gone: nothing to show it on */
-  }
-}
+export const keepStdoutForData = setStdoutAside;

@@ -276,7 +276,7 @@ export async function runCli(argv: string[]): Promise<number> {
   // `kerncap help VERB` is `kerncap VERB --help`; the help of a word that is no verb is the unknown-command error below
   const helpOf = verb === "help" ? own.find((a, i) => i > own.indexOf("help") && !a.startsWith("-")) : verb;
   if ((own.length === 0 || own.includes("--help") || own.includes("-h") || verb === "help") && (helpOf === undefined || isVerb(helpOf))) {
-    if (own.length === 0) log.error("no command given");
+    if (own.length === 0) log.error("E_USAGE: no command given: kerncap VERB [options] (the verbs below)");
     const sub = helpOf as Verb | undefined;
     process.stdout.write(await helpText(main, sub, sub ? await commands[sub]() : undefined, process.stdout.isTTY));
     return own.length === 0 ? 2 : 0;

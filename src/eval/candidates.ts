@@ -33,7 +33,7 @@
 import { shellPath } from "../util/shell-quote.ts";
 import * as v from "valibot";
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { basename, join, relative, resolve } from "node:path";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapedForMessage } from "../format/archive-common.ts";
 import { CANDIDATE_MAX_BYTES, digestOf, readCandidateFile, readGiven, readTree, treeFiles } from "./candidate-files.ts";
@@ -160,7 +160,7 @@ export function parseCandidate(spec: string): Candidate {
     });
   if (lst) {
     const st = lst;
-    const label = basename(path);
+    const label = pathLabel(path);
     if (st.isDirectory()) {
       const { files, bytes } = readTree(path);
       if (!files.length)
@@ -222,7 +222,7 @@ export function candidateOrRefusal(spec: string, parse: (spec: string) => Candid
     const path = resolve(spec);
     const st = lstatSync(path, { throwIfNoEntry: false });
     const config = kind === "config" || (kind === undefined && /^[A-Za-z_]\w*=/.test(spec.trim()) && (!spec.includes("/") || !st));
-    const label = config ? spec.trim().replace(/\s+/g, " ") : basename(path);
+    const label = config ? spec.trim().replace(/\s+/g, " ") : pathLabel(path);
     const k: CandidateKind =
       kind ?? (config ? "config" : /\.(patch|diff)$/i.test(label) ? "patch" : st?.isDirectory() || (st?.isSymbolicLink() && statIsDir(path)) ? "tree" : "file");
     const digest = digestOf(k, [label, e.code, e.message]);
@@ -352,6 +352,16 @@ export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
     }
   }
   return [...seen.values()];
+}
+
+/**
+ * A file or folder candidate's label: its name, or for a folder named src (a mirror of the
+ * capture's src/, as every tree candidate is) its parent's name too (`e1/src`: nu15, one candidate
+ * labelled "src" said nothing of which it was).
+ */
+function pathLabel(path: string): string {
+  const name = basename(path);
+  return name === "src" && dirname(path) !== "/" ? `${basename(dirname(path))}/src` : name;
 }
 
 /**

@@ -157,7 +157,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const show = () => {
     if (!o.inMessage)
       process.stderr.write(
-        `──── ${escapeForTerminal(o.name ?? key.dir, { oneLine: true })}: what the build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`,
+        `──── ${escapeForTerminal(o.name ?? key.dir, { oneLine: true })}: received, so its build runs nothing until you pass --trust (why, and the command, after the files); what the build would run (one digest of all of it: sha256 ${runs.digest}) ────\n${shownNotStock(runs)}${shownFiles(runs)}${shownInterpreter(runs)}`,
       );
   };
   if (typeof trust === "string") {

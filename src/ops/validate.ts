@@ -76,6 +76,8 @@ export interface ValidateRequest extends ValidateOptions {
 /** validate --build-only's result: the rebuild alone (no replay). */
 export interface BuildOnlyResult {
   kernel: string;
+  /** The kernel's name demangled (the manifest's). */
+  demangled: string;
   /** nvcc: a CUDA capture's, the nvcc its build.sh runs (src/frontends/build.ts buildShNvcc). */
   rebuild: Rebuilt & ModuleResources & ConfinedRebuild & { nvcc?: string; targetArch?: string };
   wallSeconds: number;
@@ -169,7 +171,12 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
   }).built;
   // another architecture's module: its figures read for that architecture (the captured module's beside it, as captured)
   const other = o.targetArch ? { ...moduleFigures(b.module, { ...m, device: { ...m.device, arch: o.targetArch } }), targetArch: o.targetArch } : {};
-  return { kernel: m.kernel.name, rebuild: { ...rebuildFacts(c, o, b), ...other }, wallSeconds: (performance.now() - t0) / 1000 };
+  return {
+    kernel: m.kernel.name,
+    demangled: m.kernel.demangled || m.kernel.name,
+    rebuild: { ...rebuildFacts(c, o, b), ...other },
+    wallSeconds: (performance.now() - t0) / 1000,
+  };
 }
 
 /**

@@ -34,7 +34,12 @@ export function findNsightTool(tool: NsightTool, env: Record<string, string | un
     tool === "ncu" ? "E_NO_NCU" : "E_NO_NSYS",
     `${what} not found (PATH, ${env.CUDA_HOME ? `$CUDA_HOME/bin = ${env.CUDA_HOME}/bin` : "/usr/local/cuda/bin"})`,
     {
-      hint: `Install ${what} (it ships with the CUDA toolkit and on its own), then put it on PATH or set CUDA_HOME.`,
+      hint:
+        `Install ${what} (it ships with the CUDA toolkit and on its own), then put it on PATH or set CUDA_HOME.` +
+        // nu15: installing ncu alone would not have done on a machine with no GPU
+        (existsSync("/dev/nvidiactl") || existsSync("/dev/nvidia0")
+          ? ""
+          : " This machine has no NVIDIA GPU either (no /dev/nvidiactl): profile replays the kernel under it on one."),
     },
   );
 }

@@ -577,10 +577,10 @@ export class Rebuilder {
       const next = this.strategyOf({ ...check, schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: "" }, cpus).strategy;
       log.info(
         next === "race"
-          ? `the next validates build the pruned TU beside build.sh and replay the first that builds (${said})`
+          ? `the next validates run build.sh and kerncap's pruned build (the kernel's part of the TU) side by side and replay the first that builds: both give the same machine code (${said})`
           : next === "pruned"
-            ? `the next validates compile the pruned TU alone, the cheaper build on ${cpus} CPUs (${said})`
-            : `the next validates build with build.sh alone, the cheaper build on ${cpus} CPUs (${said})`,
+            ? `the next validates compile only the kernel's part of the TU (kerncap's pruned build): on ${cpus} CPUs faster than build.sh, and the same machine code (${said})`
+            : `the next validates run build.sh alone: on ${cpus} CPUs kerncap's pruned build (the kernel's part of the TU) is no faster (${said})`,
       );
     }
     return full.value;

@@ -119,7 +119,7 @@ const where = (files: string[]) => (files.length ? `  (${files.slice(0, 3).join(
 export function watchLine(e: WatchEvent): string {
   if (e.event === "built") {
     const res = describeResources(e);
-    return `[${clock(e.at)}] BUILT${res ? `  ${res}` : ""}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  save→built ${sec(e.saveToVerdictSeconds)}${where(e.files)}`;
+    return `[${clock(e.at)}] BUILT${res ? `  ${res}` : ""}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  ${e.trigger === "start" ? "(the first build, before any save)" : `save→built ${sec(e.saveToVerdictSeconds)}`}${where(e.files)}`;
   }
   if (e.event === "verdict") {
     const mm = e.firstMismatch;
@@ -130,7 +130,7 @@ export function watchLine(e: WatchEvent): string {
         : "";
     const us =
       e.kernelMedianUs !== null ? `${e.kernelMedianUs.toFixed(2)} µs${e.compare ? ` (${e.compare.text} against the captured module)` : ""}` : "no timed launch";
-    return `[${clock(e.at)}] ${verdictWord(e)}${region}  kernel ${us}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.nondeterministic ? "  (nondeterministic)" : ""}${where(e.files)}`;
+    return `[${clock(e.at)}] ${verdictWord(e)}${region}  kernel ${us}  build ${sec(e.buildSeconds)}${e.builder === "pruned" ? " (pruned TU)" : ""}  ${e.trigger === "start" ? "(the first build, before any save)" : `save→verdict ${sec(e.saveToVerdictSeconds)}`}${e.nondeterministic ? "  (nondeterministic)" : ""}${where(e.files)}`;
   }
   const head = e.event === "build-error" ? "BUILD ERROR" : `ERROR ${e.code}`;
   const build = e.buildSeconds === null ? "" : `  build ${sec(e.buildSeconds)}`;

@@ -40,12 +40,26 @@ export interface RegionDump {
 }
 
 /**
- * Which region `spec` names and the byte offset into it: an index as inspect prints it (`2`), or a
- * device address inside one (`0x7f31e7e80010`, as a parameter's value is shown).
- * @throws KerncapError E_USAGE for an index past the last region or an address in none
+ * Which region `spec` names and the byte offset into it: an index as inspect prints it (`2`), a
+ * device address inside one (`0x7f31e7e80010`, as a parameter's value is shown), or `param:N`, where
+ * kernel parameter N points (as judge and --multiset name regions; `params`: the parameter buffer).
+ * @throws KerncapError E_USAGE for an index past the last region, an address in none, a parameter that is no pointer into one
  */
-export function regionAt(m: Pick<Manifest, "regions">, spec: string): { index: number; offset: number } {
+export function regionAt(m: Pick<Manifest, "regions" | "params">, spec: string, params?: Uint8Array): { index: number; offset: number } {
   const s = spec.trim();
+  const param = /^param:(\d+)$/.exec(s);
+  if (param) {
+    const slot = m.params.layout.find((p) => p.index === Number(param[1]));
+    if (!slot || slot.size !== 8 || !params || slot.offset + 8 > params.byteLength)
+      throw new KerncapError(
+        "E_USAGE",
+        `--region ${s}: ${slot ? `parameter ${param[1]} is ${slot.size} bytes, not a pointer` : `the kernel has no parameter ${param[1]}`}`,
+        {
+          hint: "kerncap inspect DIR lists the parameters; a pointer's line names the region it points into.",
+        },
+      );
+    return regionAt(m, `0x${new DataView(params.buffer, params.byteOffset, params.byteLength).getBigUint64(slot.offset, true).toString(16)}`);
+  }
   if (/^\d+$/.test(s)) {
     const index = Number(s);
     if (index >= m.regions.length)
@@ -61,8 +75,8 @@ export function regionAt(m: Pick<Manifest, "regions">, spec: string): { index: n
       throw new KerncapError("E_USAGE", `--region ${s}: no captured region holds that address`, { hint: "kerncap inspect DIR lists the regions' addresses." });
     return { index, offset: Number(a - BigInt(m.regions[index]!.va)) };
   }
-  throw new KerncapError("E_USAGE", `--region ${JSON.stringify(s)}: neither a region's index nor a device address (0x…)`, {
-    hint: "Give the index inspect prints ([2]) or an address inside a region (0x7f31e7e80010).",
+  throw new KerncapError("E_USAGE", `--region ${JSON.stringify(s)}: neither a region's index, a device address (0x…) nor param:N`, {
+    hint: "Give the index inspect prints ([2]), an address inside a region (0x7f31e7e80010) or param:N (where kernel parameter N points).",
   });
 }
 

@@ -32,7 +32,7 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     const text = kerncap(["validate", dir, "--build-only"], env);
     expect(text.exitCode, text.stderr.toString()).toBe(0);
     expect(text.stdout.toString()).toMatch(
-      /^BUILT _Z5saxpyPK5Saxpy: the kernel compiles: \d+ registers, \d+-byte stack frame, no spill \(captured: \d+ registers, \d+-byte stack frame, no spill\)\n {2}rebuild [0-9.]+ s( \(pruned TU\))? by \/\S+\/nvcc, CUDA \d+\.\d+\.\d+: /,
+      /^BUILT saxpy\(Saxpy const\*\): the kernel compiles: \d+ registers, \d+-byte stack frame, no spill \(captured: \d+ registers, \d+-byte stack frame, no spill\)\n {2}rebuild [0-9.]+ s( \(pruned TU\))? by \/\S+\/nvcc, CUDA \d+\.\d+\.\d+: /,
     );
     expect(text.stdout.toString()).toContain("(no replay: --build-only)");
     expect(text.stderr.toString()).not.toContain("E_NO_GPU");

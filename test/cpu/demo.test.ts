@@ -172,14 +172,19 @@ describe("kerncap demo", () => {
     expect(at.before[0]).toBe(new Uint32Array(new Float32Array([y.before[4]]).buffer)[0]);
     // the text: a row per element, * where the launch changed it
     const t = await cli(["inspect", dir, "--region", "2", "--count", "3"]);
-    expect(t.out).toContain("region [2] 0x600000400000, 15.6 KiB, written by the launch; fp32 (the default: --dtype sets it); elements 0–2 of 4000");
+    expect(t.out).toContain(
+      "region [2] 0x600000400000, 15.6 KiB, written by the launch; fp32 (the default: --dtype sets it; --dtype u64 shows device pointers); elements 0–2 of 4000",
+    );
     expect(t.out.split("\n")[2]).toMatch(new RegExp(`^\\s+0\\s+${y.before[0]}\\s+${y.after[0]}(\\s+\\*)?$`));
     // u64 in the text: hex, a pointer into a region said as the params line says it (nu12 #9: decimals); --json keeps decimals
     const ptrs = await cli(["inspect", dir, "--region", "0", "--dtype", "u64"]);
     expect(ptrs.out).toMatch(/^\s+1\s+0x600000200000 → \[1\] \+ 0 B\s+0x600000200000 → \[1\] \+ 0 B$/m);
     expect((await dump("--region", "0", "--dtype", "u64")).before[1]).toBe(String(0x600000200000));
+    // param:N, as judge and --multiset name a region (nu15): where the kernel's one parameter points, the Saxpy struct
+    expect(await dump("--region", "param:0", "--count", "1")).toMatchObject({ region: 0, offset: 0 });
     // what does not fit is a usage error
     for (const bad of [
+      ["--region", "param:1"],
       ["--region", "3"],
       ["--region", "0x1"],
       ["--region", "2", "--count", "0"],

@@ -983,6 +983,38 @@ echo "$out"
     writeFileSync(join(cap, "src/kernel.cu"), '#include "util.h"\nextern "C" __global__ void scale(float* x, int n) { x[threadIdx.x] *= TWO; }\n');
     return cap;
   }
+  test("a C++ kernel rebuilt with another parameter list (its mangled name another): layout-change E_PARAM_LAYOUT, not a compile error; another name stays one (nu15)", async () => {
+    const cap = await captureWithSource(BUILD_SH);
+    const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    m.kernel.name = "_Z5scalePfi";
+    m.kernel.demangled = "scale(float*, int)";
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+    writeFileSync(join(cap, "src/kernel.cu"), '#include "util.h"\n__global__ void scale(float* x, int n) { x[threadIdx.x] *= TWO; }\n');
+    const d = tempDir("kerncap-cands-");
+    for (const [name, text] of [
+      ["wider", "__global__ void scale(float* x, long n) { x[0] = n; }\n"],
+      ["renamed", "__global__ void scale2(float* x, int n) { x[0] = n; }\n"],
+      ["same", "__global__ void scale(float* x, int n) { x[threadIdx.x] *= 3.0f; }\n"],
+    ] as const) {
+      mkdirSync(join(d, name));
+      writeFileSync(join(d, name, "kernel.cu"), text);
+    }
+    const { value: r } = await quiet(() =>
+      runEval({
+        ...options(
+          [cap],
+          ["wider", "renamed", "same"].map((n) => join(d, n)),
+          { buildOnly: true },
+        ),
+        buildWith: undefined,
+      }),
+    );
+    const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
+    expect(by["wider"]).toMatchObject({ verdict: "layout-change", code: "E_PARAM_LAYOUT" });
+    expect(by["wider"]!.reason).toContain("it defines scale(float*, long)");
+    expect(by["renamed"]).toMatchObject({ verdict: "compile-error", code: "E_KERNEL_NOT_FOUND" });
+    expect(by["same"]).toMatchObject({ verdict: "built" });
+  }, 60_000);
   test("--build-timeout: a build past its limit is killed, a compile-error with build.timedOut, the table saying it timed out (nu14 #5)", async () => {
     const slow = BUILD_SH.replace("mkdir -p", 'if grep -q SLOW "$here/src/kernel.cu"; then sleep 30; fi\nmkdir -p');
     const cap = await captureWithSource(slow);

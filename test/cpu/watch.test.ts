@@ -202,9 +202,11 @@ describe("watch lines", () => {
     expect(l).toBe("[12:34:56] MATCH  kernel 12.35 µs  build 1.50 s  save→verdict 1.72 s  (structs.cu)");
     expect(watchLine(verdict({ numerics: "within-spread", nondeterministic: true }))).toStartWith("[12:34:56] MATCH within the run-to-run spread  kernel");
     expect(watchLine(verdict({ numerics: "within-spread", nondeterministic: true }))).toContain("(nondeterministic)");
+    // the first build is no save's (nu15: "save→built 0.24 s" before anything was saved)
     expect(watchLine(verdict({ trigger: "start", files: [], kernelMedianUs: null }))).toBe(
-      "[12:34:56] MATCH  kernel no timed launch  build 1.50 s  save→verdict 1.72 s",
+      "[12:34:56] MATCH  kernel no timed launch  build 1.50 s  (the first build, before any save)",
     );
+    expect(watchLine(verdict({ kernelMedianUs: null, files: [] }))).toBe("[12:34:56] MATCH  kernel no timed launch  build 1.50 s  save→verdict 1.72 s");
     // the rebuilt kernel timed interleaved against the captured module (src/replay/stats.ts)
     const A = [10, 10.1, 9.9, 10, 10.2, 10, 9.8, 10.1, 10, 10.3, 9.9, 10, 10, 10.1, 9.9, 10];
     const c = compareTimings(

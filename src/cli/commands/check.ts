@@ -229,7 +229,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    keepStdoutForData(); // device printf goes to stderr, escaped; the document (the protocol) or the text to stdout
+    if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr (escaped), the document (the protocol) to stdout
     const paths = (args._ as string[]).map(String);
     if (args.worker) {
       await checkWorker(Bun.stdin.stream(), (o, retire) => writeDataLine({ outcome: o, ...(retire ? { retire } : {}) }));

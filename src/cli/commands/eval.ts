@@ -279,7 +279,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    keepStdoutForData(); // device printf goes to stderr, escaped; the data (the protocol) or the text to stdout
+    if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr (escaped), the data (the protocol) to stdout
     if (args.worker) {
       const judge = new EvalJudge(() => writeDataLine({ started: true }));
       await serveProtocol(

@@ -14,8 +14,9 @@ import { printJson, printText } from "../args.ts";
 export const regionArgs = {
   region: {
     type: "string",
-    description: "Print one region's values before and after the launch: its index as inspect lists it ([2]) or a device address inside it (0x7f31e7e80010)",
-    valueHint: "N|0xADDR",
+    description:
+      "Print one region's values before and after the launch: its index as inspect lists it ([2]), a device address inside it (0x7f31e7e80010) or param:N (where kernel parameter N points)",
+    valueHint: "N|0xADDR|param:N",
   },
   dtype: {
     type: "string",
@@ -45,9 +46,9 @@ export function inspectRegion(dir: string, m: Manifest, args: Record<string, unk
   // the names replay and judge take, and their one error (src/replay/tolerance.ts)
   const dtype = given === undefined ? undefined : elementType(given);
   if (given !== undefined && !dtype) throw unknownElementType(`--dtype ${given}`, given);
-  const at = regionAt(m, String(args.region));
-  verifyFiles(dir, m);
   const params = readInCapture(dir, m.params.file, m.params.size);
+  const at = regionAt(m, String(args.region), params ? new Uint8Array(params) : undefined);
+  verifyFiles(dir, m);
   const frontendType = params ? regionTypesOf(m)?.(new Uint8Array(params))[at.index] : undefined;
   const d = regionDump(dir, m, at.index, {
     offset: count(args.offset, "--offset") ?? at.offset,
@@ -84,7 +85,7 @@ export function describeDump(d: RegionDump, regions: readonly { va: string; size
     d.offsetAsked !== d.offset
       ? `note: byte ${d.offsetAsked} lies inside element ${first} (${d.dtype}, ${eb} bytes): shown from its first byte, ${d.offset}\n`
       : "";
-  const head = `region [${d.region}] ${d.va}, ${formatBytes(d.size)}, ${d.changed ? "written by the launch" : "not changed by the launch"}; ${d.dtype}${d.dtypeFrom === "default" ? " (the default: --dtype sets it)" : d.dtypeFrom === "frontend" ? " (the kernel's signature)" : ""}; elements ${first}–${first + d.count - 1} of ${first + d.elements} (from byte ${d.offset})`;
+  const head = `region [${d.region}] ${d.va}, ${formatBytes(d.size)}, ${d.changed ? "written by the launch" : "not changed by the launch"}; ${d.dtype}${d.dtypeFrom === "default" ? " (the default: --dtype sets it; --dtype u64 shows device pointers)" : d.dtypeFrom === "frontend" ? " (the kernel's signature)" : ""}; elements ${first}–${first + d.count - 1} of ${first + d.elements} (from byte ${d.offset})`;
   const rows = d.before.map((b, i) => [String(first + i), show(b), show(d.after[i]!), d.differing.includes(i) ? "*" : ""]);
   const w = [5, 6, 5].map((min, c) => Math.max(min, ...rows.map((r) => r[c]!.length)));
   const line = (r: string[]) => `  ${r[0]!.padStart(w[0]!)}  ${r[1]!.padStart(w[1]!)}  ${r[2]!.padStart(w[2]!)}  ${r[3]}`.trimEnd();

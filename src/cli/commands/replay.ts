@@ -74,7 +74,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    keepStdoutForData(); // device printf goes to stderr, escaped; the document or the text to stdout
+    if (args.json) keepStdoutForData(); // device printf goes to stderr (escaped), the document to stdout; a replay sets it aside in text mode too (src/replay/backends/factory.ts)
     const dir = String(args.dir);
     const iters = intArg("iters", args.iters, 10, 100_000);
     const runs = args.runs === undefined ? undefined : intArg("runs", args.runs, 3, 1000, 1);

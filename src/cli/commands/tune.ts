@@ -155,7 +155,7 @@ export default defineCommand({
     ...verboseArg,
   },
   async run({ args, rawArgs }) {
-    keepStdoutForData(); // device printf goes to stderr, escaped; the document or the text to stdout
+    if (args.json) keepStdoutForData(); // device printf goes to stderr (escaped), the document to stdout; a replay sets it aside in text mode too (src/replay/backends/factory.ts)
     const o = { ...tuneOptions(args, rawArgs), onBuilt: buildProgress(Boolean(args.json)) };
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k])); // before any build
     const files = (["report", "csv"] as const).filter((k) => args[k] !== undefined).map((k) => `--${k} ${String(args[k])}`);

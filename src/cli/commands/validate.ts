@@ -138,7 +138,7 @@ export function describeBuilt(r: BuildOnlyResult): string {
   const res = describeResources(b);
   const by = [b.nvcc, b.toolkit !== null ? `CUDA ${b.toolkit}` : null].filter(Boolean).join(", ");
   return [
-    `BUILT ${r.kernel}: the kernel compiles${b.targetArch ? ` for ${b.targetArch} (--arch)` : ""}${res ? `: ${res}` : ""}`,
+    `BUILT ${r.demangled}: the kernel compiles${b.targetArch ? ` for ${b.targetArch} (--arch)` : ""}${res ? `: ${res}` : ""}`,
     `  rebuild ${b.seconds.toFixed(2)} s${b.builder === "pruned" ? " (pruned TU)" : ""}${by ? ` by ${by}` : ""}: ${b.module} (no replay: --build-only)`,
   ]
     .map(oneLine) // each line one line, whatever the manifest's names hold
@@ -149,7 +149,7 @@ export default defineCommand({
   meta: { name: "validate", description: "Rebuild the edited reproducer, replay it on the captured memory, compare with the app" },
   args: VALIDATE_ARGS,
   async run({ args, rawArgs }) {
-    keepStdoutForData(); // device printf goes to stderr, escaped; the document or the text to stdout
+    if (args.json) keepStdoutForData(); // device printf goes to stderr (escaped), the document to stdout; a replay sets it aside in text mode too (src/replay/backends/factory.ts)
     const capture = openCapture(String(args.dir));
     const options = validateOptions(args, rawArgs); // options first: no rebuild for a typo
     if (args["build-only"]) refuseReplayOptions(rawArgs);

@@ -75,9 +75,10 @@ export function remakeSliceForConfinedBuild(dir: string, m: Manifest): void {
       `${r.replaced}: a confined build compiles ${r.action === "removed" ? `the whole TU (no slice can be made: ${r.reason})` : `the slice kerncap makes from src/${meta.tu}`}, never the one found`,
     );
   else if (r.action === "removed" && !saidNoSlice.has(`${meta.tu}\0${r.reason}`)) {
-    // once per process and reason: an eval of many candidates builds many copies (nu14: one line per candidate)
+    // once per process and reason: an eval of many candidates builds many copies (nu14: one line per candidate); with
+    // --verbose only: the whole TU is what such a build compiles, nothing to act on (nu15: it read as a problem)
     saidNoSlice.add(`${meta.tu}\0${r.reason}`);
-    log.info(`no slice for src/${meta.tu} (${r.reason}): the whole TU is compiled`);
+    log.debug(`no slice for src/${meta.tu} (${r.reason}): the whole TU is compiled`);
   }
 }
 

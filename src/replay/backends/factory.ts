@@ -7,6 +7,7 @@ import type { Manifest } from "../../format/manifest.ts";
 import { cudaBackend, cudaDeviceArch, cudaDeviceResets } from "./cuda.ts";
 import { hsaBackend } from "./hsa.ts";
 import type { ReplayBackend } from "./interface.ts";
+import { setStdoutAside } from "../../native/stdout-aside.ts";
 
 /**
  * The backend for a capture's device vendor: CUDA for NVIDIA, HSA for AMD, on device `ordinal`
@@ -14,7 +15,10 @@ import type { ReplayBackend } from "./interface.ts";
  * @throws KerncapError E_NO_GPU, E_CUDA_NOT_FOUND / E_HSA_NOT_FOUND, E_HSA_VMEM, E_ARCH
  */
 export function openBackend(m: Manifest, ordinal = m.device.ordinal): ReplayBackend {
-  return m.device.vendor === "amd" ? hsaBackend(m, ordinal) : cudaBackend(m, ordinal);
+  const backend = m.device.vendor === "amd" ? hsaBackend(m, ordinal) : cudaBackend(m, ordinal);
+  // before any module of the capture runs: its printf reaches fd 1 raw (a received module's strings are anyone's)
+  setStdoutAside();
+  return backend;
 }
 
 /**

@@ -45,6 +45,8 @@ test("candidates of one name get the shortest ends of their paths that differ; t
   // the identity is the name and the content, as before: --resume of the same files finds them
   expect(cs[0]!.id).toBe(parseCandidate(specs[0]!).id);
   expect(cs[0]!.id).toStartWith("saxpy.cu@");
+  // one folder named src alone: its parent's name too (nu15: a lone candidate labelled "src")
+  expect(parseCandidates([join(d, "cap-good/src")]).map((c) => c.label)).toEqual(["cap-good/src"]);
 });
 
 test("a replacement file that names no file of src/ and a folder without the TU: E_CANDIDATE naming what is missing, before anything is built", async () => {

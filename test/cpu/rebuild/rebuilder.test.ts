@@ -90,7 +90,7 @@ describe("validate's build strategy by measured cost", () => {
     const { said, r: first } = await infoOf(() => new Rebuilder(dir, m, fe, opts(2)).rebuildOnce());
     expect(first.builder).toBe("build.sh"); // the check: both, side by side
     // it says what the next validate will decide from this record: build.sh alone, not the pruned TU
-    expect(said.join("\n")).toContain("the next validates build with build.sh alone, the cheaper build on 2 CPUs (");
+    expect(said.join("\n")).toContain("the next validates run build.sh alone: on 2 CPUs kerncap's pruned build (the kernel's part of the TU) is no faster (");
     expect(said.join("\n")).not.toContain("compile the pruned TU");
     expect(calls.n).toBe(1);
     const check = readPrunedCheck(dir)!;
@@ -141,7 +141,9 @@ describe("validate's build strategy by measured cost", () => {
     const fe = slowFast(0, calls);
     const { said, r: first } = await infoOf(() => new Rebuilder(dir, m, fe, opts(2)).rebuildOnce());
     expect(first.builder).toBe("build.sh");
-    expect(said.join("\n")).toContain("the next validates compile the pruned TU alone, the cheaper build on 2 CPUs (");
+    expect(said.join("\n")).toContain(
+      "the next validates compile only the kernel's part of the TU (kerncap's pruned build): on 2 CPUs faster than build.sh, and the same machine code (",
+    );
     expect(readPrunedCheck(dir)!.costs!.buildSh).toBeGreaterThanOrEqual(0.5);
     const ran = join(dir, "build", "build-sh-ran"); // build.sh's mark (build/kernel.bin is written by either build)
     const f = join(dir, "build.sh");
@@ -211,7 +213,9 @@ describe("validate's build strategy by measured cost", () => {
     });
     const { said, r: checked } = await infoOf(() => new Rebuilder(dir, m, compilingAfter(false), opts(16)).rebuildOnce());
     expect(checked.builder).toBe("build.sh"); // the check
-    expect(said.join("\n")).toContain("the next validates build the pruned TU beside build.sh and replay the first that builds (");
+    expect(said.join("\n")).toContain(
+      "the next validates run build.sh and kerncap's pruned build (the kernel's part of the TU) side by side and replay the first that builds: both give the same machine code (",
+    );
     for (const fail of [false, true]) {
       const at: number[] = [];
       const t0 = performance.now();
