@@ -376,7 +376,7 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(err).toContain("──── the interpreter pinned.json names (run with kerncap's repro.py) ────\n/opt/kc-missing/python3\n");
     requireTrustedBuild(dir, readManifest(dir), true); // trusted, remembered
     expect(() => requireTrustedBuild(dir, readManifest(dir), false)).not.toThrow();
-    writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "/tmp/other-python", kernelFile: "k.py" }));
+    writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "/opt/kc-other/python3", kernelFile: "k.py" }));
     captureStderr(() => expect(() => requireTrustedBuild(dir, readManifest(dir), false)).toThrow(/E_UNTRUSTED|received capture/));
   });
 
