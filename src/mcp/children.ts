@@ -229,7 +229,11 @@ async function spawnVerb(
       new KerncapError("E_INTERNAL", `kerncap ${argv[0]} printed no JSON document (exit ${code}): ${err.trim().split("\n").slice(-5).join(" | ")}`),
     );
   }
-  const tail = err.trim() ? `stderr (last lines):\n${err.trim().split("\n").slice(-40).join("\n")}` : undefined;
+  // a trust refusal's stderr is the received build's files, printed for a person: their text is the sender's, nothing
+  // for an agent to act on (the document's details say what was refused and the digest; nu15: the tail of build.sh)
+  const code_ = (doc.error as { code?: unknown } | undefined)?.code;
+  const trustRefusal = code_ === "E_UNTRUSTED" || code_ === "E_TRUST_CHANGED";
+  const tail = err.trim() && !trustRefusal ? `stderr (last lines):\n${err.trim().split("\n").slice(-40).join("\n")}` : undefined;
   return result(doc, code === 2 || code > 2, code >= 2 ? tail : undefined);
 }
 

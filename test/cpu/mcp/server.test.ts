@@ -1009,6 +1009,12 @@ describe("kerncap mcp", () => {
         const u = await c.callTool({ name: "tune", arguments: { dir: copy, maxrregcount: [32] } });
         expect(doc(u).error.code).toBe("E_UNTRUSTED");
         expect(doc(u).error.hint).toContain("--trust-builds");
+        // the build tool (a child kerncap): its refusal carries build.sh once, in the message for the user, not again as
+        // stderr's tail (nu15: the tail of the dump printed for a person)
+        const b = await c.callTool({ name: "build", arguments: { dir: copy } });
+        expect(doc(b).error.code).toBe("E_UNTRUSTED");
+        expect(JSON.stringify(b.content)).not.toContain("stderr (last lines)");
+        expect(JSON.stringify(b.content).split("#!/usr/bin/env bash").length).toBeLessThanOrEqual(2);
         expect(existsSync(join(copy, "build/tune/cuda-1"))).toBe(false);
         await c.close();
         const trusted = await connected({ trust: { trustBuilds: true } });
