@@ -29,8 +29,9 @@ const SLOT: Record<string, string> = {
   shComment: String.raw`[^\n]*`,
   // inside "…": no $, `, \ or " but escaped
   dq: String.raw`(?:[^\n"$\x60\\]|\\[$\x60"\\])*`,
-  // inside an unquoted heredoc: a backslash pairs with the next character; no bare $ or `
-  heredocYaml: String.raw`(?:[^\n$\x60\\]|\\[^\n])*`,
+  // inside an unquoted heredoc: a backslash pairs with the next character; no bare $ or `; ASCII only (a line that
+  // runs: slotsAgree's rule, here in the pattern since {{#each}}'s slots are not captured)
+  heredocYaml: String.raw`(?:[\x00-\x09\x0b-\x23\x25-\x5b\x5d-\x5f\x61-\x7f]|\\[\x00-\x09\x0b-\x7f])*`,
 };
 /**
  * The slots a compiler driver pastes into the shell lines of its steps (nvcc's and hipcc's `sh -c`,
@@ -151,11 +152,14 @@ function decodeSlot(helper: string, raw: string): string {
  * value (a source named one way in the compile and another in the message echoed), and each DERIVED
  * slot the value its field's rule gives.
  */
-function slotsAgree(slots: readonly Slot[], m: RegExpExecArray): boolean {
+function slotsAgree(slots: readonly Slot[], m: RegExpExecArray, ascii: boolean): boolean {
   const values = new Map<string, string>();
   for (const s of slots) {
     const raw = m[s.group];
     if (raw === undefined) continue; // in an {{#if}} branch the text does not hold
+    // a slot of a line that runs holds ASCII in every rendering of kerncap's (sources, architecture, flags, a version):
+    // past it, a shell in a multi-byte locale reads a byte and the backslash or quote after it as one character
+    if (ascii && s.helper !== "shComment" && /[^\x00-\x7f]/.test(raw)) return false;
     const v = decodeSlot(s.helper, raw);
     if (values.has(s.field) && values.get(s.field) !== v) return false;
     values.set(s.field, v);
@@ -168,11 +172,16 @@ function slotsAgree(slots: readonly Slot[], m: RegExpExecArray): boolean {
  * undefined: a text with a character no rendering holds (NOT_RENDERED), or whose slots could not
  * come from one rendering (slotsAgree), is none.
  */
-export function matchTemplate(template: string, text: string, pasted: "plain" | "any" = "plain"): Record<string, string> | undefined {
+export function matchTemplate(
+  template: string,
+  text: string,
+  pasted: "plain" | "any" = "plain",
+  o: { ascii?: boolean } = {},
+): Record<string, string> | undefined {
   if (text.split("\n").some((l) => l.length > MAX_LINE) || NOT_RENDERED.test(text)) return undefined;
   const { re, groups, slots } = templatePattern(template, pasted);
   const m = re.exec(text);
-  if (!m || !slotsAgree(slots, m)) return undefined;
+  if (!m || !slotsAgree(slots, m, o.ascii ?? true)) return undefined;
   return Object.fromEntries([...groups].map(([name, i]) => [name, m[i] ?? ""]));
 }
 
@@ -390,6 +399,23 @@ export function readScript(text: string): { programs: NamedProgram[]; named: str
 }
 
 /**
+ * Why `bytes` (a build.sh) is no text kerncap writes, or undefined: bytes that are no UTF-8. In a
+ * multi-byte locale (GBK, GB18030, Big5, Shift JIS) a byte of 0x81–0xFE and the `\` after it are
+ * one character, so an escaped quote (`\x95\"`) ends the string and what follows is code
+ * (adversary 61: a Triton build.sh read as kerncap's own ran its tritonVersion under
+ * LANG=zh_CN.GBK); read as UTF-8, 0x95 was U+FFFD and the quote escaped. (Valid UTF-8 past ASCII
+ * in a slot of a line that runs is refused by the matcher: slotsAgree.)
+ */
+function notUtf8(bytes: Buffer): string | undefined {
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return undefined;
+  } catch {
+    return "build.sh is not UTF-8 text, which every build.sh this kerncap writes is (a shell in a multi-byte locale such as GBK reads such bytes with the quote or backslash after them as one character)";
+  }
+}
+
+/**
  * The reading of the files a build runs against a frontend's templates (the trust gate's hook,
  * src/format/what-runs.ts setBuildScriptReader): `stock` when build.sh is a rendering of its
  * `build.sh.hbs` whose flags are compile settings only (./compile-settings.ts) and every raw
@@ -411,12 +437,18 @@ export function readBuildScripts(templates: readonly TemplateFile[] | undefined,
   }
   if (!build) return { stock: true, programs: [], named: [] }; // Triton's files without a build.sh: kerncap's own repro.py runs them
   if (!tpl) return lexical("this kerncap has no build.sh template for the capture's frontend");
+  const multibyte = notUtf8(build.bytes);
+  if (multibyte) return lexical(multibyte);
   const control = NOT_RENDERED.exec(build.bytes.toString("utf8"));
   if (control)
     return lexical(
       `build.sh holds ${escapeForTerminal(control[0], { oneLine: true })}, a control or format character no build.sh this kerncap writes holds (its escapes write them as text: a terminal acts on them when the script echoes them)`,
     );
   const slots = matchTemplate(tpl.text, build.bytes.toString("utf8"));
+  if (!slots && matchTemplate(tpl.text, build.bytes.toString("utf8"), "plain", { ascii: false }))
+    return lexical(
+      "build.sh holds a character past ASCII in a line that runs, which no build.sh this kerncap writes holds (a shell in a multi-byte locale such as GBK or Shift JIS may read it and the backslash or quote after it as one character)",
+    );
   if (!slots)
     return lexical(
       matchTemplate(tpl.text, build.bytes.toString("utf8"), "any")

@@ -234,6 +234,24 @@ describe("the template matcher", () => {
     }
   });
 
+  test("adversary 61: a build.sh that a shell in a multi-byte locale (GBK, Shift JIS) reads otherwise is not kerncap's own: bytes that are no UTF-8, a character past ASCII outside a comment", () => {
+    const repro = [{ name: "repro.py", bytes: Buffer.from(TRITON_TEMPLATES.find((t) => t.path === "repro.py")!.text) }];
+    const triton = (tritonVersion: string) => render(TRITON_TEMPLATES, ctx({ tritonVersion, python: "/usr/bin/python3" }));
+    expect(readBuildScripts(TRITON_TEMPLATES, files(triton("3.6.0"), repro)).stock).toBe(true);
+    // in a comment's slot, any text: a comment ends at its newline in every locale
+    expect(readBuildScripts(CUDA_TEMPLATES, files(render(CUDA_TEMPLATES, ctx({ flags: "-O3", ...plainPasted, kernelName: "café" })))).stock).toBe(true);
+    // U+00E9 in the version, echoed by a line that runs: under GBK its last byte and a following backslash are one character
+    const accented = readBuildScripts(TRITON_TEMPLATES, files(triton("3.6.0é"), repro));
+    expect(accented.stock).toBe(false);
+    expect(accented.why).toContain("build.sh holds a character past ASCII in a line that runs");
+    // 0x95 before an escaped quote (the round's 02): no UTF-8 at all
+    const text = Buffer.from(triton('3.6.0\ufffd"; fi; id; if false; then echo \ufffd"'));
+    const bytes = Buffer.from(text.toString("latin1").replaceAll("\xef\xbf\xbd", "\x95"), "latin1");
+    const raw = readBuildScripts(TRITON_TEMPLATES, [{ name: "build.sh", bytes }, ...repro]);
+    expect(raw.stock).toBe(false);
+    expect(raw.why).toContain("build.sh is not UTF-8 text");
+  });
+
   test("a line added, a command changed, an unquoted $(…) or ; in the flags, another repro.py: not kerncap's own", () => {
     const stock = stockCudaBuildSh("-O3 -std=c++17");
     expect(readBuildScripts(CUDA_TEMPLATES, files(stock)).stock).toBe(true);
