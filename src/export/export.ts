@@ -446,7 +446,10 @@ function copyData(capDir: string, m: Manifest, to: string): ExportResult["data"]
       out.push({ path: `data/${rel}`, bytes: bytes.length, shared: "copy" });
       continue;
     }
-    out.push({ path: `data/${rel}`, bytes: st.size, shared: shareFile(capDir, rel, join(to, rel)) });
+    const shared = shareFile(capDir, rel, join(to, rel));
+    // data, never a program: an x bit kept from the capture made data/gcc a host compiler nvcc found (adversary 61)
+    chmodSync(join(to, rel), 0o644);
+    out.push({ path: `data/${rel}`, bytes: st.size, shared });
   }
   return out;
 }

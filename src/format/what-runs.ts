@@ -176,6 +176,10 @@ function programProblem(dir: string, p: NamedProgram): string | undefined {
   // a bare program name is the user's PATH's; gcc's -fplugin=NAME (no slash, no .so) is its own plugin folder's. Not `.`, `..`
   // or a name the build's folder holds (its copies, src/, build/): relative to it, and `..` is the temporary folder every user writes
   const bare = !p.value.includes("/") && p.value !== "." && p.value !== ".." && !existsSync(join(dir, p.value));
+  // nvcc takes -ccbin NAME from the folder it runs in first, PATH only where that has none: an export runs build.sh in a
+  // folder of the capture's files (adversary 61: its data/gcc ran). A host compiler is named by its absolute path.
+  if (bare && /^(-ccbin|--compiler-bindir|NVCC_CCBIN=)$/.test(p.flag))
+    return `${what}, a bare name nvcc looks up in the folder the build runs in before PATH (an export's folder holds the capture's files): give the compiler's absolute path (command -v ${escapeForTerminal(p.value)})`;
   if (bare && (p.kind === "program" || (p.flag === "-fplugin" && !p.value.endsWith(".so")))) return undefined;
   if (p.value === ".." || p.value.startsWith("../"))
     return `${what}, a path relative to the build's private folder that leaves it (the temporary folder above it, which other users can write)`;
@@ -322,7 +326,9 @@ export function interpreterProblem(dir: string, interpreter: string): string | u
   try {
     real = realpathSync(interpreter);
   } catch {
-    return missingProblem(interpreter);
+    // the path as named first: a link of another user's on it is followed by stat below, and they may point it
+    // elsewhere between this check and the run (adversary 61: SHARED/lnk/nope/python3, lnk theirs, flipped for tune)
+    return givenPathProblem(interpreter, process.getuid?.()) ?? missingProblem(interpreter);
   }
   // a link on the way to /proc/self/… resolves to another file in the build's process
   if (PER_PROCESS.test(real) || resolvedElsewhere(interpreter) !== real) return "resolves through a per-process link (/proc/self, /dev/fd)";

@@ -351,6 +351,9 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // could refuse it), so the build gets a data-size limit (RLIMIT_DATA counts anonymous mmaps since
   // Linux 4.7) and a wall-clock limit
   const limited = Boolean(o.confine) || runsTrustedCopy(dir);
+  // and read by bash byte by byte: in a multi-byte locale (GBK, Shift JIS) a byte and the backslash after it are one
+  // character, an escaped quote no longer one (adversary 61; the trust gate refuses such a build.sh as kerncap's own too)
+  if (limited) env.LC_ALL = "C";
   // and any build a wall-clock limit where KERNCAP_BUILD_TIMEOUT sets one (timeout kills build.sh's whole group)
   const limit = buildTimeout(limited);
   const timeout = limit ? `timeout -k 5 ${limit.seconds} ` : "";

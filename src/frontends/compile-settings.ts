@@ -28,7 +28,7 @@
  */
 import { realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { resolve } from "node:path";
+import { posix, resolve } from "node:path";
 
 /** A macro's value (-DX=VALUE): text a shell line leaves as it is (see the module's comment). */
 const DEFINE_VALUE = /^[A-Za-z0-9_.+\-/:,=@%"]*$/;
@@ -53,7 +53,7 @@ export function readsResponseFile(w: string): boolean {
 /**
  * Whether `v` is a path value a received build may name: PATH_CHARS only; each of its
  * comma-separated elements (nvcc passes each as a folder or file of its own) neither empty, nor
- * starting with `@` (a response file) or `=` (gcc's sysroot mark), nor lying under /dev, /proc or
+ * starting with `@` (a response file) or `=` (gcc's sysroot mark), nor leaving the build's folder by `..`, nor lying under /dev, /proc or
  * /sys itself or where it resolves (relative to a private build folder under the temporary folder,
  * where builds run: src/format/staged-build.ts; links followed where it exists).
  */
@@ -61,6 +61,10 @@ function isSafePath(v: string): boolean {
   if (!PATH_CHARS.test(v)) return false;
   return v.split(",").every((e) => {
     if (e === "" || e.startsWith("@") || e.startsWith("=")) return false;
+    // a relative path that leaves the build's folder names a file by where the build runs, which is not where this check
+    // resolves it (an export builds in its own folder: ../../../dev/stdin read as <tmp>/dev/stdin here, adversary 61);
+    // kerncap writes the include folders into src/ (./src/ggml/src/ggml-cuda/.. stays inside)
+    if (!e.startsWith("/") && posix.normalize(e).split("/")[0] === "..") return false;
     const p = resolve(tmpdir(), "kerncap-run-x", e);
     let real = p;
     try {

@@ -368,6 +368,9 @@ describe("a received capture's build.sh that names a program in the capture", ()
     ["-ccbin ..", "-ccbin"],
     ["--compiler-bindir=..", "--compiler-bindir"],
     ["-ccbin src", "-ccbin"],
+    // a bare name: nvcc takes it from the folder it runs in before PATH (adversary 61: an export's data/gcc)
+    ["-ccbin gcc", "-ccbin"],
+    ["--compiler-bindir=g++-12", "--compiler-bindir"],
     // gcc -wrapper runs every step through the program list that follows: `sh,src/x` runs a source file
     ["'-Xcompiler=-wrapper,sh\\,src/tools/payload'", "-wrapper"],
     ["-Xcompiler -wrapper -Xcompiler sh,src/tools/payload", "-wrapper"],
@@ -389,7 +392,7 @@ describe("a received capture's build.sh that names a program in the capture", ()
     }, 60_000);
   }
 
-  test("a compiler in a folder every user can write (not sticky) is refused; a bare name (PATH) and root's compiler are not", async () => {
+  test("a compiler in a folder every user can write (not sticky) is refused; root's compiler by its path is not", async () => {
     const root = tempDir();
     const open = join(root, "open");
     mkdirSync(open);
@@ -402,7 +405,7 @@ describe("a received capture's build.sh that names a program in the capture", ()
     expect(e!.message).toContain("its group or every user can write");
     // root's compiler, as it exists on this machine (a path that does not exist is refused too)
     const rootCompiler = ["/usr/bin/g++", "/usr/bin/gcc", "/usr/bin/cc", "/bin/sh"].find((p) => existsSync(p))!;
-    for (const flags of ["-ccbin g++-12", `-ccbin ${rootCompiler} -Xcompiler -fplugin=annobin`, "-Xcompiler -Wl,-Bstatic -O3"]) {
+    for (const flags of [`-ccbin ${rootCompiler} -Xcompiler -fplugin=annobin`, "-Xcompiler -Wl,-Bstatic -O3"]) {
       const ok = await received(tempDir(), stockCudaBuildSh(flags));
       const r = await validate([ok, "--trust"]);
       expect(r.e?.code, flags).not.toBe("E_UNSAFE_PATH"); // the build ran (and failed or needed a GPU)

@@ -196,8 +196,10 @@ async function tritonCapture(edit?: (before: DataView) => void): Promise<{ cap: 
 describe("kerncap export: the folder", () => {
   test("the demo capture: program, data, README, document; the capture and the export's data/ stay valid captures", async () => {
     const { cap, out, m } = await demo();
+    chmodSync(join(cap, "kernel/params.bin"), 0o755); // a capture's file with an x bit: data, never a program in the export (adversary 61: data/gcc ran)
     const r = exportCapture(cap, out);
     expect(v.safeParse(DOCUMENTS.export, jsonDocument("export", r)).success).toBe(true);
+    for (const d of r.data) expect(lstatSync(join(out, d.path)).mode & 0o777, d.path).toBe(0o644);
     for (const f of [
       "repro.c",
       "capture.h",

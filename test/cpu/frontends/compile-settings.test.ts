@@ -71,6 +71,9 @@ describe("compile settings", () => {
       [["-include", "//dev/zero"], "-include //dev/zero"],
       [["-include", "/usr/../dev/zero"], "-include /usr/../dev/zero"],
       [["-include", "../../../../../../../../dev/zero"], "-include ../../../../../../../../dev/zero"],
+      // `..` names a file by where the build runs (an export's folder, not the private one: adversary 61)
+      [["-include", "../../../dev/stdin"], "-include ../../../dev/stdin"],
+      [["-I../inc"], "-I../inc"],
       [["--pre-include=/proc/self/environ"], "--pre-include=/proc/self/environ"],
       [["-I/sys/kernel"], "-I/sys/kernel"],
       [["-Xcompiler", "-include,/dev/zero"], "-Xcompiler -include /dev/zero"],
@@ -78,7 +81,12 @@ describe("compile settings", () => {
     ];
     for (const [words, named] of hostile) expect(firstNonSetting(words), words.join(" ")).toBe(named);
     // the values real projects give stay settings
-    for (const ok of [['-DVERSION="0.9.4"'], ["-DN=4", "-DPATH=/a/b-c_d.e", "-DF=1.5f"], ["-include", "src/pre.h"], ["-I../inc", "-isystem", "/usr/include"]])
+    for (const ok of [
+      ['-DVERSION="0.9.4"'],
+      ["-DN=4", "-DPATH=/a/b-c_d.e", "-DF=1.5f"],
+      ["-include", "src/pre.h"],
+      ["-I./src/inc", "-isystem", "/usr/include"],
+    ])
       expect(firstNonSetting(ok), ok.join(" ")).toBeUndefined();
   });
 
