@@ -151,14 +151,16 @@ export const Manifest = v.object({
   functionAttributes: v.array(FunctionAttribute),
   params: v.object({
     file: v.string(),
-    size: U,
+    /** The parameter buffer's size (bytes): at most 1 MiB (CUDA takes 32764 bytes of parameters; a larger one is read whole by inspect, export, the reproducer's build: adversary 61's 4 GiB one ended in an internal error). */
+    size: v.pipe(U, v.maxValue(1 << 20)),
     layoutSource: v.string(),
     layout: v.array(ParamSlot),
   }),
   module: v.object({
     file: v.string(),
     kind: v.picklist(["cubin", "fatbin", "ptx", "hsaco", "elf"]),
-    size: U,
+    /** The module's size (bytes): under 4 GiB (a module is read whole, into one buffer). */
+    size: v.pipe(U, v.maxValue(2 ** 32 - 1)),
     source: v.string(),
   }),
   memory: v.object({

@@ -383,6 +383,24 @@ function packResult(
 }
 
 /**
+ * A manifest's bytes with `host.machineId` null, or undefined when it names none (or is no JSON
+ * object: shipped as it is, and no capture where it is unpacked).
+ */
+export function withoutMachineIdBytes(bytes: Buffer | undefined): Uint8Array | undefined {
+  if (!bytes) return undefined;
+  let m: unknown;
+  try {
+    m = JSON.parse(bytes.toString("utf8"));
+  } catch {
+    return undefined;
+  }
+  const host = (m as { host?: { machineId?: unknown } } | null)?.host;
+  if (!host || typeof host !== "object" || host.machineId == null) return undefined;
+  host.machineId = null;
+  return new TextEncoder().encode(`${JSON.stringify(m, null, 2)}\n`);
+}
+
+/**
  * The index of the capture folder `dir` (PackIndex): every file with its size, mode, entry name
  * and method (a memory image with holes: sparse, its data extents; text: deflated; else stored),
  * every folder, the portability warnings; the bytes of the files (apparent sizes) and of their data; what is left out, with why.
@@ -406,8 +424,15 @@ function packIndex(
       left.push({ path: rel, why: "an index left by hand: the archive writes its own" }); // an index left by hand; the archive gets its own
       continue;
     }
-    // the packer's seal of a capture made here (src/format/made-here.ts), never shipped and not worth a line: the recipient's copy is received
-    if (rel === MADE_HERE_SEAL) continue;
+    // the packer's seal of a capture made here (src/format/made-here.ts), never shipped and not worth a line: the recipient's copy is
+    // received; a nested capture's (a set's member, an older capture kept inside) alike (adversary 61)
+    if (rel === MADE_HERE_SEAL || rel.endsWith(`/${MADE_HERE_SEAL}`)) continue;
+    // a nested capture's manifest ships as the top one does: no machine id, whose folder, moved out, would count as a copy of
+    // the recipient's own (adversary 61: a member kept this machine's id, and plain --trust sealed it as theirs)
+    if (rel.endsWith(`/${MANIFEST_FILE}`) && !shipped.has(rel)) {
+      const nested = withoutMachineIdBytes(readInCapture(dir, rel, MANIFEST_MAX_BYTES));
+      if (nested) shipped.set(rel, nested);
+    }
     // unpack's mark stays here: the recipient's unpack writes its own (an archive cannot carry one)
     if (rel === RECEIVED_MARK || rel.endsWith(`/${RECEIVED_MARK}`)) {
       left.push({ path: rel, why: "unpack's mark of a received capture: the recipient's unpack writes its own" });

@@ -7,7 +7,20 @@
  * machine without a machine-id every capture is received). A received capture's build runs only
  * once the user trusts it (the gate: src/format/trust.ts requireTrustedBuild).
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, realpathSync, rmSync, statSync, writeSync, type Stats } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeSync,
+  type Stats,
+} from "node:fs";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { basename, dirname, join, posix } from "node:path";
@@ -96,6 +109,16 @@ export function kerncapMachineId(): string | null {
 export function markReceived(dir: string, archive: string): void {
   withoutMachineId(dir);
   rmSync(join(dir, MADE_HERE_SEAL), { force: true }); // a seal an archive carries is none of the recipient's (pack leaves the packer's out)
+  // and a nested capture's (a set's member, an older capture kept inside): moved out, it would count as the recipient's copy
+  // of their own (adversary 61: a member's manifest named this machine and user; plain --trust sealed it as theirs)
+  for (const sub of nestedFolders(dir)) {
+    try {
+      withoutMachineId(sub);
+    } catch {
+      /* a kerncap.json that is no JSON: no capture, nothing to count as made here */
+    }
+    rmSync(join(sub, MADE_HERE_SEAL), { force: true });
+  }
   writeInCapture(
     dir,
     RECEIVED_MARK,
@@ -244,7 +267,8 @@ export function notYoursData(dir: string, m: Manifest, uid: number | undefined =
 /**
  * The nearest folder above `dir` that holds RECEIVED_MARK: a capture nested inside an unpacked
  * archive (an archive of a folder of captures) is received too, though only the archive's top
- * folder was marked. Undefined when none is, up to the file system's root.
+ * folder was marked. Only a mark of the user's own counts (another user's says nothing of the
+ * user's folders below it). Undefined when none is, up to the file system's root.
  */
 function receivedAncestor(dir: string): string | undefined {
   let p: string;
@@ -253,9 +277,13 @@ function receivedAncestor(dir: string): string | undefined {
   } catch {
     return undefined;
   }
+  const uid = process.getuid?.();
   for (let up = dirname(p); up !== p; p = up, up = dirname(up)) {
     try {
-      if (lstatSync(join(up, RECEIVED_MARK)).isFile()) return up;
+      const st = lstatSync(join(up, RECEIVED_MARK));
+      // the user's own unpack wrote it; one of another user's (planted in a shared folder above the user's captures) says
+      // nothing of them (adversary 61: every capture below read as received, its judging settings unused)
+      if (st.isFile() && (uid === undefined || st.uid === uid)) return up;
     } catch {
       /* none here */
     }
@@ -374,6 +402,20 @@ export function checksumsChecked(dir: string, m: Manifest, verify: boolean, name
     );
   }
   return true;
+}
+
+/** Every folder below `dir` (not `dir`), no link followed: unpack's private folder, which it just wrote. */
+function nestedFolders(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true }))
+      if (e.isDirectory()) {
+        out.push(join(d, e.name));
+        walk(join(d, e.name));
+      }
+  };
+  walk(dir);
+  return out;
 }
 
 /**

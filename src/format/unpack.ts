@@ -268,9 +268,13 @@ async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: 
       if (paths.has(up)) throw bad(archive, `${PACK_INDEX} lists ${up} as a file and ${p} inside it`);
     if (folders.has(p)) throw bad(archive, `${PACK_INDEX} lists ${p} both as a file and as a folder`);
   }
+  const used = new Set<string>();
   const planned = idx.files.map((f) => {
     const entry = byName.get(f.entry);
     if (!entry) throw bad(archive, `${f.entry} is missing`);
+    // one entry, one file (adversary 61: memory/after.bin as sparse and memory/after.bin.kcsparse as stored named one entry)
+    if (used.has(f.entry)) throw bad(archive, `${PACK_INDEX} names the entry ${f.entry} for two files`);
+    used.add(f.entry);
     if (f.entry !== `${idx.root}/${f.path}${f.method === "sparse" ? SPARSE_SUFFIX : ""}`) throw bad(archive, `${f.entry} does not name ${f.path}`);
     const bytes = declaredBytes(archive, f);
     if (entry.usize !== bytes) throw bad(archive, `${entry.name}: the central directory declares ${entry.usize} bytes, ${PACK_INDEX} ${bytes}`);

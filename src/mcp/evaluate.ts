@@ -22,7 +22,7 @@ import { CANDIDATE_FAULT_CODES, patchModeProblem } from "../eval/candidates.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { parseConfigSpace } from "../frontends/tune.ts";
 import { PATCH_NAMES_EXAMPLE, patchPaths, readPatch, stripRule } from "../eval/patch.ts";
-import { assertEditableSource } from "./files.ts";
+import { assertEditableSource, SRC_MAX_FILES } from "./files.ts";
 
 /** One candidate as the tool takes it. */
 export const McpCandidate = v.strictObject({
@@ -119,6 +119,8 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
     }
     return undefined;
   }
+  const shape = overlayShapeProblem(Object.keys(c.files!).map((p) => p.replace(/^(\.\/)+/, "").replace(/^src\//, "")));
+  if (shape) return refuse("overlay", "E_CANDIDATE", `candidate ${name} ${shape}`);
   for (const path of Object.keys(c.files!)) {
     const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, "");
     const underSrc = path.replace(/^(\.\/)+/, "").startsWith("src/");
@@ -139,6 +141,26 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
     const r = check("overlay", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}`)); // edit_file's own rule: the frontend's source files only, portable names
     if (r) return r;
   }
+  return undefined;
+}
+
+/**
+ * Why a files candidate's paths (under src/) cannot be written as one tree, or undefined: a path
+ * that is a file and another's folder (`k.cuh`, `k.cuh/x.cuh`: the whole call ended E_IO naming
+ * the server's private folder, adversary 61), or more files and folders than edit_file lets src/
+ * hold (SRC_MAX_FILES: a 200 KB call made 232 000 inodes, adversary 61).
+ */
+function overlayShapeProblem(paths: string[]): string | undefined {
+  const files = new Set(paths);
+  const folders = new Set<string>();
+  for (const f of files) {
+    const parts = f.split("/");
+    for (let i = 1; i < parts.length; i++) folders.add(parts.slice(0, i).join("/"));
+  }
+  const both = [...files].find((f) => folders.has(f));
+  if (both) return `names ${escapedForMessage(`src/${both}`)} both as a file and as a folder of another of its files`;
+  if (files.size + folders.size > SRC_MAX_FILES)
+    return `writes ${files.size} files in ${folders.size} folders: more than the ${SRC_MAX_FILES} files and folders edit_file lets src/ hold`;
   return undefined;
 }
 

@@ -364,7 +364,7 @@ export function editFileTool(a: { dir: string; path: string; oldText?: string; n
 }
 
 /** What an agent's writes may bring src/ to: files and folders, and bytes in all (a build copies src/ whole, every eval candidate too). */
-const SRC_MAX_FILES = 2000;
+export const SRC_MAX_FILES = 2000;
 
 /** How many folders writing `rel` (a path under src/) would make: the parts of its folder that do not exist yet. */
 function missingFolders(dir: string, rel: string): number {

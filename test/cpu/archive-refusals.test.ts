@@ -58,6 +58,21 @@ describe("unpack refuses", () => {
     expect(onlyArchives(a.root)).toEqual([]);
   });
 
+  test("two records of the index naming one entry (a sparse image and a stored file of the image's entry name): adversary 61, one entry written as two files", async () => {
+    const a = await packed();
+    const idx = structuredClone(a.index);
+    const image = idx.files.find((f) => f.path.endsWith("after.bin"))!;
+    const entry = `cap/${image.path}.kcsparse`;
+    const twin = { path: `${image.path}.kcsparse`, size: image.size, mode: image.mode, entry, method: "stored" as const };
+    Object.assign(image, { method: "sparse", extents: [[0, image.size]], entry });
+    idx.files.push(twin);
+    const list = a.entries.map((e) => (e.name === `cap/${image.path}` ? { ...e, name: entry } : e));
+    const e = await refusal(() => unpackArchive(a.write(list, idx), a.out));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain(`names the entry ${entry} for two files`);
+    expect(onlyArchives(a.root)).toEqual([]);
+  });
+
   test("an entry whose external attributes say symbolic link, device, FIFO or socket (unzip makes a link; kerncap wrote a file)", async () => {
     const a = await packed({ "src/l.h": "/etc/hostname" });
     for (const [mode, what] of [

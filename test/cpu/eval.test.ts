@@ -870,6 +870,27 @@ describe("--resume, --shard, --merge", () => {
     }
   });
 
+  test("unsharded evals merged: of one capture (other candidates) ranked together; of two captures refused as two evals, as check --merge refuses them (adversary 61: ranked as one, exit 0)", async () => {
+    const cap = await captureWithSource();
+    const other = await captureWithSource();
+    writeFileSync(join(other, "src", "extra.h"), "#define EXTRA 1\n"); // its sources differ: another eval's subject
+    const d = tempDir();
+    const run = async (c: string, texts: Record<string, string>, name: string) => {
+      const f = join(d, name);
+      await quiet(() => runEval(options([c], candidateFiles(texts), { jsonl: f })));
+      return f;
+    };
+    const a = await run(cap, { "a.cu": "match 1.0" }, "a.jsonl");
+    const b = await run(cap, { "b.cu": "match 1.01" }, "b.jsonl");
+    const theirs = await run(other, { "c.cu": "match 1.02" }, "c.jsonl");
+    expect(
+      mergeEval([a, b])
+        .candidates.map((c) => c.label)
+        .sort(),
+    ).toEqual(["a.cu", "b.cu"]);
+    expect(() => mergeEval([a, theirs])).toThrow(/hold the records of two different evals/);
+  });
+
   test("shards are disjoint and cover the candidates; --merge ranks them together; a resume of another shard is refused", async () => {
     const cap = await captureWithSource();
     const texts: Record<string, string> = {};

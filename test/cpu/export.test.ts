@@ -852,6 +852,17 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(run.out).toContain("MISMATCH region 0x600000400000"); // the fake driver runs no kernel: the changed region stays as it was
     expect(sha256File(join(out, "build/kernel.cubin"))).not.toBe(a);
     expect(readFileSync(join(cap, "src/saxpy.cu"), "utf8")).not.toContain("(p->a + 1.0f)"); // the capture's copy is its own
+    // the compiler's messages quote the source: a #warning's escape sequence (OSC 52 writes the clipboard) reaches the
+    // terminal without its control characters, the build's status kept (adversary 61)
+    writeFileSync(src, `#warning "x\x1b]52;c;ZWNobw==\x07\x1b[2Jy"\n${readFileSync(src, "utf8")}`);
+    utimesSync(src, new Date(Date.now() + 4000), new Date(Date.now() + 4000));
+    const warned = sh(["make", "build/kernel.cubin"], { cwd: out, env });
+    expect(warned.code).toBe(0);
+    expect(warned.err).toContain("]52;c;ZWNobw==");
+    expect(warned.err).not.toMatch(/[\x1b\x07]/);
+    writeFileSync(src, `#error "broken"\n${readFileSync(src, "utf8")}`);
+    utimesSync(src, new Date(Date.now() + 6000), new Date(Date.now() + 6000));
+    expect(sh(["make", "build/kernel.cubin"], { cwd: out, env }).code).not.toBe(0);
   }, 120_000);
 
   test("the demo's fatbin (sm_90 machine code, compute_80 PTX): kernel.ptx is written; on an sm_80 GPU the program JIT-compiles it and says so; a bare cubin without PTX is refused with what it holds", async () => {

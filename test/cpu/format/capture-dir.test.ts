@@ -20,3 +20,27 @@ test("a FIFO named like an archive is no archive, asked without blocking (advers
   expect(p.exitCode).toBe(2);
   expect(p.stderr.toString()).toContain("E_NOT_CAPTURE");
 });
+
+test("a manifest's parameter buffer over 1 MiB or module of 4 GiB is no manifest (E_MANIFEST naming the field), never an internal error where it is read whole (adversary 61: params.size of 4 GiB ended in a RangeError)", async () => {
+  const { readManifest } = await import("../../../src/format/capture-dir.ts");
+  const { makeCapture } = await import("../fixtures.ts");
+  const { readFileSync } = await import("node:fs");
+  for (const [field, size] of [
+    ["params", 2 ** 32 + 8],
+    ["params", (1 << 20) + 1],
+    ["module", 2 ** 32],
+  ] as const) {
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    m[field].size = size;
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+    let code: unknown;
+    try {
+      readManifest(dir);
+    } catch (e) {
+      code = (e as { code?: string }).code;
+    }
+    expect(code, `${field}.size ${size}`).toBe("E_MANIFEST");
+  }
+});

@@ -144,3 +144,54 @@ test("a copy of the user's own capture: refused, the hint saying it is a copy an
   fm.host = { ...fm.host!, machineId: "0".repeat(31) + "1" };
   expect(onlyUnsealed(foreign, fm)).toBe(false);
 });
+
+test("adversary 61: a capture kept inside another (a set's member, an older one) leaves in an archive as the top one does: no machine id, no seal (pack and unpack alike); moved out of the unpacked folder, it is received as no copy of the user's", async () => {
+  const { packCapture } = await import("../../../src/format/pack.ts");
+  const { unpackArchive } = await import("../../../src/format/unpack.ts");
+  const { markReceived } = await import("../../../src/format/received.ts");
+  const { readRawZip } = await import("../zip-fixture.ts");
+  const root = tempDir();
+  const dir = join(root, "cap");
+  await makeCapture(dir);
+  await makeCapture(join(dir, "prev"));
+  const nested = (d: string) => JSON.parse(readFileSync(join(d, "prev/kerncap.json"), "utf8")); // readManifest refuses a nested capture
+  expect(nested(dir).host.machineId).toBe(hostIdentity().machineId);
+  const p = await packCapture(dir, join(root, "cap.zip"));
+  const entries = readRawZip(p.archive);
+  expect(entries.map((e) => e.name)).toContain("cap/prev/kerncap.json");
+  expect(entries.filter((e) => e.name.endsWith(MADE_HERE_SEAL))).toEqual([]);
+  const shipped = entries.find((e) => e.name === "cap/prev/kerncap.json")!;
+  const bytes = shipped.method === 8 ? Bun.inflateSync(shipped.data as Uint8Array<ArrayBuffer>) : shipped.data;
+  expect(JSON.parse(new TextDecoder().decode(bytes)).host.machineId).toBeNull();
+  const out = join(root, "out");
+  await unpackArchive(p.archive, out);
+  const moved = join(root, "moved-out");
+  renameSync(join(out, "prev"), moved);
+  expect(receivedBecause(moved, readManifest(moved))).toContain("no machine-id");
+  // an archive made by hand may carry both: unpack's mark takes them out of every nested capture
+  const hand = join(root, "hand");
+  cpSync(dir, hand, { recursive: true });
+  expect(existsSync(join(hand, "prev", MADE_HERE_SEAL))).toBe(true);
+  markReceived(hand, "hand.zip");
+  expect(existsSync(join(hand, "prev", MADE_HERE_SEAL))).toBe(false);
+  expect(nested(hand).host.machineId).toBeNull();
+});
+
+test.skipIf(process.getuid?.() !== 0)(
+  "adversary 61: another user's kerncap-received.json above the user's own captures (a shared sticky folder) says nothing of them; the user's own mark there still does",
+  async () => {
+    const { RECEIVED_MARK } = await import("../../../src/format/received.ts");
+    const { chownSync } = await import("node:fs");
+    const shared = join(tempDir(), "shared");
+    mkdirSync(shared);
+    chmodSync(shared, 0o1777);
+    const dir = join(shared, "mine", "cap");
+    mkdirSync(join(shared, "mine"));
+    await makeCapture(dir);
+    writeFileSync(join(shared, RECEIVED_MARK), "{}");
+    chownSync(join(shared, RECEIVED_MARK), 65534, 65534);
+    expect(receivedBecause(dir, readManifest(dir))).toBeUndefined();
+    chownSync(join(shared, RECEIVED_MARK), 0, 0);
+    expect(receivedBecause(dir, readManifest(dir))).toContain("unpacked from an archive");
+  },
+);

@@ -30,3 +30,26 @@ test("evaluate {patch} with bare names: written and applied as -p0; a bare name 
   expect(r.reason).toContain("which is empty; its file names are read with their first folder taken off (as git apply -p1)");
   expect(r.reason).toContain("a bare kernel.cu, as diff -u writes it there, is read as it is");
 });
+
+test("evaluate {files} that cannot be one tree: a path both a file and another's folder, or more than src/ may hold, is that candidate's refusal, its files unwritten; the others are written (adversary 61: E_IO for the whole call; 232 000 inodes from one call)", async () => {
+  const cap = await captureWithSource();
+  const clash = evaluateRefusal(cap, { name: "clash", files: { "src/k.cuh": "x", "src/k.cuh/x.cuh": "y" } });
+  expect(clash.code).toBe("E_CANDIDATE");
+  expect(clash.reason).toContain(`names "src/k.cuh" both as a file and as a folder`);
+  const many: Record<string, string> = {};
+  for (let i = 0; i < 700; i++) many[`src/d${i}/e/f.cuh`] = "";
+  const flood = evaluateRefusal(cap, { name: "flood", files: many });
+  expect(flood.code).toBe("E_CANDIDATE");
+  expect(flood.reason).toContain("more than the 2000 files and folders");
+  const { folder } = writeCandidates(cap, [
+    { name: "clash", files: { "src/k.cuh": "x", "src/k.cuh/x.cuh": "y" } },
+    { name: "good", files: { "src/kernel.cu": "// edited\n" } },
+  ]);
+  try {
+    const [bad, good] = listedCandidates(join(folder, "candidates.json"));
+    expect(bad!.refused?.code).toBe("E_CANDIDATE");
+    expect(good!.refused).toBeUndefined();
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+});
