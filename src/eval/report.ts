@@ -534,24 +534,32 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
         },
       );
     }
-  // unsharded evals merged: of one capture set, sources and options (their candidates may differ), as check --merge holds
-  // its unsharded runs (adversary 61: evals of two captures ranked as one, exit 0)
-  const whole = new Map<string, Set<string>>(); // a file → the runs its unsharded records name
-  for (const r of byKey.values())
-    if (r.shard === null) {
-      const file = fileOf.get(recordKey(r.candidate, r.input))!;
-      (whole.get(file) ?? whole.set(file, new Set()).get(file)!).add(r.runSubject ?? "none");
-    }
-  const unsharded = [...whole];
-  for (let i = 1; i < unsharded.length; i++)
-    if (![...unsharded[0]![1]].some((x) => unsharded[i]![1].has(x)))
-      throw new KerncapError(
-        "E_RESULTS",
-        `${escapedForMessage(unsharded[0]![0])} and ${escapedForMessage(unsharded[i]![0])} hold the records of two different evals (another capture or input, another text of its sources, or other judging options): they do not rank as one`,
-        { hint: "Nothing was merged. Merge the --jsonl files of evals of the same captures, sources and options (their candidates may differ)." },
-      );
+  refuseUnshardedOfTwoEvals([...byKey.values()], (r) => fileOf.get(recordKey(r.candidate, r.input))!);
   inputs = new Set([...inputs].sort());
   const records = [...byKey.values()];
   const report = reportOf(records, { dir: null, inputs: [...inputs], results: null, shard: null, workers: 0, wall: 0 });
   return missing.length ? { ...report, missingShards: missing, exitCode: Math.max(report.exitCode, 2) } : report;
+}
+
+/**
+ * Unsharded evals merged must be of one capture set, sources and options (their candidates may
+ * differ), as check --merge holds its unsharded runs (adversary 61: evals of two captures ranked
+ * as one, exit 0). `fileOf`: the results file a record was read from.
+ * @throws KerncapError E_RESULTS naming two files whose unsharded records share no run
+ */
+function refuseUnshardedOfTwoEvals(records: EvalRecord[], fileOf: (r: EvalRecord) => string): void {
+  const whole = new Map<string, Set<string>>(); // a file → the runs its unsharded records name
+  for (const r of records)
+    if (r.shard === null) {
+      const file = fileOf(r);
+      (whole.get(file) ?? whole.set(file, new Set()).get(file)!).add(r.runSubject ?? "none");
+    }
+  const files = [...whole];
+  for (let i = 1; i < files.length; i++)
+    if (![...files[0]![1]].some((x) => files[i]![1].has(x)))
+      throw new KerncapError(
+        "E_RESULTS",
+        `${escapedForMessage(files[0]![0])} and ${escapedForMessage(files[i]![0])} hold the records of two different evals (another capture or input, another text of its sources, or other judging options): they do not rank as one`,
+        { hint: "Nothing was merged. Merge the --jsonl files of evals of the same captures, sources and options (their candidates may differ)." },
+      );
 }

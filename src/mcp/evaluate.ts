@@ -119,9 +119,15 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
     }
     return undefined;
   }
-  const shape = overlayShapeProblem(Object.keys(c.files!).map((p) => p.replace(/^(\.\/)+/, "").replace(/^src\//, "")));
-  if (shape) return refuse("overlay", "E_CANDIDATE", `candidate ${name} ${shape}`);
-  for (const path of Object.keys(c.files!)) {
+  const paths = Object.keys(c.files!);
+  // more files than src/ may hold: refused before each is looked at (one call may name hundreds of thousands)
+  if (paths.length > SRC_MAX_FILES)
+    return refuse(
+      "overlay",
+      "E_CANDIDATE",
+      `candidate ${name} writes ${paths.length} files: more than the ${SRC_MAX_FILES} files and folders edit_file lets src/ hold`,
+    );
+  for (const path of paths) {
     const rel = path.replace(/^(\.\/)+/, "").replace(/^src\//, "");
     const underSrc = path.replace(/^(\.\/)+/, "").startsWith("src/");
     // the capture's own file (build.sh, kerncap.json): E_NOT_SOURCE, as edit_file and a patch that writes one say it (nu7 #5)
@@ -141,7 +147,8 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
     const r = check("overlay", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}`)); // edit_file's own rule: the frontend's source files only, portable names
     if (r) return r;
   }
-  return undefined;
+  const shape = overlayShapeProblem(paths.map((p) => p.replace(/^(\.\/)+/, "").replace(/^src\//, "")));
+  return shape ? refuse("overlay", "E_CANDIDATE", `candidate ${name} ${shape}`) : undefined;
 }
 
 /**
