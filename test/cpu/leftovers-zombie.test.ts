@@ -8,11 +8,11 @@ import { readFileSync } from "node:fs";
 import { pidAlive } from "../../src/leftovers.ts";
 
 test("a zombie reads as gone; a live process (this one) as alive; a pid no process has as gone", async () => {
-  // `true` ends at once; its parent execs sleep, which never reaps it: a zombie for the sleep's life. The shell may reap
-  // it itself when it ends before the exec (a loaded machine): then another try
+  // the background sleep ends after its parent has exec'd sleep 10, which never reaps it: a zombie for the sleep's life. On
+  // a machine so loaded that the shell execs only after the child ended, the shell may reap it first: then another try
   let seen = false;
   for (let attempt = 0; attempt < 10 && !seen; attempt++) {
-    const sh = Bun.spawn(["sh", "-c", "true & echo $!; exec sleep 10"], { stdout: "pipe" });
+    const sh = Bun.spawn(["sh", "-c", "sleep 0.3 & echo $!; exec sleep 10"], { stdout: "pipe" });
     try {
       const pid = Number(new TextDecoder().decode((await sh.stdout.getReader().read()).value).trim());
       let state = "";
