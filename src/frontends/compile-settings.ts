@@ -167,7 +167,10 @@ const HOST_WORD = [
   /^-fplugin=[A-Za-z0-9_-]+$/,
   /^-m(?!llvm)[a-z0-9][a-z0-9=.+-]*$/, // target settings (-march=native, -mavx2, -m64), not clang's -mllvm
   // -f settings with no value or a plain one, never a path: not -fplugin, -fdump-…, -fprofile-…, -fopt-info, -fcallgraph-info, …
-  /^-f(no-)?(?!plugin|dump|profile|opt-info|callgraph|auto-profile|record|save|debug-prefix|file-prefix|macro-prefix|coverage|lto|stack-usage|sanitize|instrument|spec|test-coverage|diagnostics-format|diagnostics-plain|ident|asm|pass-plugin|crash|self-test|use-ld|module|exec-charset|input-charset|wide-exec-charset)[a-z][a-z0-9-]*(=[A-Za-z0-9_.+-]+)?$/,
+  // (not -fcompare-debug=OPTS, whose value gcc reads as its own options: -fcompare-debug=-B.. ran ../cc1plus, adversary 62;
+  // nor -fdiagnostics-add-output=…, -fdeps-file=, -fltrans-output-list=, -fresolution=: files written or read), and a
+  // value never an option (`-…`) nor a path
+  /^-f(no-)?(?!plugin|dump|profile|opt-info|callgraph|auto-profile|record|save|debug-prefix|file-prefix|macro-prefix|coverage|lto|stack-usage|sanitize|instrument|spec|test-coverage|diagnostics|ident|asm|pass-plugin|crash|self-test|use-ld|module|exec-charset|input-charset|wide-exec-charset|compare-debug|deps|ltrans|wpa|resolution|embed|tmp|jobserver)[a-z][a-z0-9-]*(=[A-Za-z0-9_][A-Za-z0-9_.+-]*)?$/,
 ];
 
 /** Linker settings after the host compiler's -Wl (a module build runs no host linker: inert, but only settings are let through). */
@@ -211,6 +214,9 @@ const PASS: Record<string, (w: string) => boolean> = {
 export function firstNonSetting(words: readonly string[]): string | undefined {
   for (let i = 0; i < words.length; i++) {
     const w = words[i]!;
+    // a quoted word holding a line break: nvcc pastes -Xcompiler's value into the shell line of its step, where the break
+    // starts a command; split at white space below, it read as settings (adversary 62: '-I⏎python3 -I src/p.py')
+    if (/[\n\r\t\v\f]/.test(w)) return w;
     if (readsResponseFile(w)) return w;
     const eq = w.indexOf("=");
     const opt = w.startsWith("-") && eq > 0 ? w.slice(0, eq) : w;
@@ -218,6 +224,7 @@ export function firstNonSetting(words: readonly string[]): string | undefined {
     if (pass) {
       const value = eq > 0 && opt !== w ? w.slice(eq + 1) : words[++i];
       if (value === undefined) return w;
+      if (/[\n\r\t\v\f]/.test(value)) return value; // a line break there starts a command in nvcc's step (above)
       const bad = value.split(/[,\s]+/).filter(Boolean);
       // gcc's "-I" and "-isystem" with their folder as the next word inside one -Xcompiler value
       for (let j = 0; j < bad.length; j++) {

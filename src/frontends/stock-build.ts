@@ -29,9 +29,11 @@ const SLOT: Record<string, string> = {
   shComment: String.raw`[^\n]*`,
   // inside "…": no $, `, \ or " but escaped
   dq: String.raw`(?:[^\n"$\x60\\]|\\[$\x60"\\])*`,
-  // inside an unquoted heredoc: a backslash pairs with the next character; no bare $ or `; ASCII only (a line that
-  // runs: slotsAgree's rule, here in the pattern since {{#each}}'s slots are not captured)
-  heredocYaml: String.raw`(?:[\x00-\x09\x0b-\x23\x25-\x5b\x5d-\x5f\x61-\x7f]|\\[\x00-\x09\x0b-\x7f])*`,
+  // inside an unquoted heredoc, the image of its escape: a JSON string's body (printable ASCII but " and \; an escape
+  // \" \\ \/ \b \f \n \r \t \uXXXX) with \, $ and ` escaped for the heredoc. A quote only after the escaped backslash
+  // (a bare one ended the YAML string: adversary 62); ASCII only (a line that runs: slotsAgree's rule, here in the pattern
+  // since {{#each}}'s slots are not captured)
+  heredocYaml: String.raw`(?:[\x20\x21\x23\x25-\x5b\x5d-\x5f\x61-\x7e]|\\[$\x60]|\\\\(?:["/bfnrt]|\\\\|u[0-9a-fA-F]{4}))*`,
 };
 /**
  * The slots a compiler driver pastes into the shell lines of its steps (nvcc's and hipcc's `sh -c`,

@@ -185,6 +185,10 @@ describe("the template matcher", () => {
       expect(printable.why).toContain(`build.sh's compile flags pass ${JSON.stringify(`-DX=${PRINTABLE_HOSTILE}`)}`);
     }
     expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx({ flags: "-O3 -DX=1", ...plainPasted })))).stock).toBe(true);
+    // a bare quote in the overlay's YAML strings (JSON escapes every one): no rendering, an extra mapping written (adversary 62)
+    const hip = render(HIP_TEMPLATES, ctx({ flags: "-O3", ...plainPasted, files: [{ original: "a", copy: "b" }] }));
+    expect(readBuildScripts(HIP_TEMPLATES, files(hip)).stock).toBe(true);
+    expect(readBuildScripts(HIP_TEMPLATES, files(hip.replace(`'name': "a"`, `'name': "a", 'x': "y"`))).stock).toBe(false);
     expect(readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx()))).stock).toBe(false);
     for (const field of ["arch", "originalSource"] as const) {
       const hip = readBuildScripts(HIP_TEMPLATES, files(render(HIP_TEMPLATES, ctx({ flags: "-O3 -DX=1", ...plainPasted, [field]: "/p/$(id).hip" }))));

@@ -20,6 +20,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
@@ -854,12 +855,13 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(readFileSync(join(cap, "src/saxpy.cu"), "utf8")).not.toContain("(p->a + 1.0f)"); // the capture's copy is its own
     // the compiler's messages quote the source: a #warning's escape sequence (OSC 52 writes the clipboard) reaches the
     // terminal without its control characters, the build's status kept (adversary 61)
-    writeFileSync(src, `#warning "x\x1b]52;c;ZWNobw==\x07\x1b[2Jy"\n${readFileSync(src, "utf8")}`);
+    writeFileSync(src, `#warning "x\x1b]52;c;ZWNobw==\x07\x1b[2Jy\u009b2J\u202e"\n${readFileSync(src, "utf8")}`);
     utimesSync(src, new Date(Date.now() + 4000), new Date(Date.now() + 4000));
     const warned = sh(["make", "build/kernel.cubin"], { cwd: out, env });
     expect(warned.code).toBe(0);
     expect(warned.err).toContain("]52;c;ZWNobw==");
-    expect(warned.err).not.toMatch(/[\x1b\x07]/);
+    expect(warned.err).not.toMatch(/[\x1b\x07\u009b\u202e\ufffd]/); // printable ASCII only: a C1 control or U+202E is ? too (adversary 62)
+    expect(statSync(join(out, "build/build.log")).mode & 0o077).toBe(0); // the log may quote a file the source included
     writeFileSync(src, `#error "broken"\n${readFileSync(src, "utf8")}`);
     utimesSync(src, new Date(Date.now() + 6000), new Date(Date.now() + 6000));
     expect(sh(["make", "build/kernel.cubin"], { cwd: out, env }).code).not.toBe(0);

@@ -71,6 +71,13 @@ describe("compile settings", () => {
       [["-include", "//dev/zero"], "-include //dev/zero"],
       [["-include", "/usr/../dev/zero"], "-include /usr/../dev/zero"],
       [["-include", "../../../../../../../../dev/zero"], "-include ../../../../../../../../dev/zero"],
+      // gcc reads -fcompare-debug's value as its own options (-B.. ran ../cc1plus; -Bsrc made src/plugin its plugin folder: adversary 62)
+      [["-Xcompiler", "-fcompare-debug=-B.."], "-Xcompiler -fcompare-debug=-B.."],
+      [["-Xcompiler=-O2,-fcompare-debug=-Bsrc"], "-Xcompiler -fcompare-debug=-Bsrc"],
+      [["-Xcompiler", "-fdiagnostics-add-output=sarif"], "-Xcompiler -fdiagnostics-add-output=sarif"],
+      [["-Xcompiler", "-fvisibility=-x"], "-Xcompiler -fvisibility=-x"],
+      // a line break in a quoted value: nvcc pastes it into its step's shell line, where it starts a command (adversary 62)
+      [["-Xcompiler", "-I\npython3 -I src/p.py"], "-I\npython3 -I src/p.py"],
       // `..` names a file by where the build runs (an export's folder, not the private one: adversary 61)
       [["-include", "../../../dev/stdin"], "-include ../../../dev/stdin"],
       [["-I../inc"], "-I../inc"],
