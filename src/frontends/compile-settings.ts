@@ -170,7 +170,7 @@ const HOST_WORD = [
   // (not -fcompare-debug=OPTS, whose value gcc reads as its own options: -fcompare-debug=-B.. ran ../cc1plus, adversary 62;
   // nor -fdiagnostics-add-output=…, -fdeps-file=, -fltrans-output-list=, -fresolution=: files written or read), and a
   // value never an option (`-…`) nor a path
-  /^-f(no-)?(?!plugin|dump|profile|opt-info|callgraph|auto-profile|record|save|debug-prefix|file-prefix|macro-prefix|coverage|lto|stack-usage|sanitize|instrument|spec|test-coverage|diagnostics|ident|asm|pass-plugin|crash|self-test|use-ld|module|exec-charset|input-charset|wide-exec-charset|compare-debug|deps|ltrans|wpa|resolution|embed|tmp|jobserver)[a-z][a-z0-9-]*(=[A-Za-z0-9_][A-Za-z0-9_.+-]*)?$/,
+  /^-f(no-)?(?!plugin|dump|profile|opt-info|callgraph|auto-profile|record|save|debug-prefix|file-prefix|macro-prefix|coverage|lto|stack-usage|sanitize|instrument|spec|test-coverage|diagnostics-format|diagnostics-plain|diagnostics-add-output|diagnostics-set-output|ident|asm|pass-plugin|crash|self-test|use-ld|module|exec-charset|input-charset|wide-exec-charset|compare-debug|deps|ltrans|wpa|resolution|embed|tmp|jobserver)[a-z][a-z0-9-]*(=[A-Za-z0-9_][A-Za-z0-9_.+-]*)?$/,
 ];
 
 /** Linker settings after the host compiler's -Wl (a module build runs no host linker: inert, but only settings are let through). */

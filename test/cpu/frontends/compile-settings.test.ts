@@ -15,6 +15,8 @@ describe("compile settings", () => {
       "-O3 -t=0 --use_fast_math -std=c++17 -DMULTI_GPU=0 -DENABLE_BF16",
       // options of the -Xcompiler/-Xptxas/-Xcudafe kinds
       "-Xcompiler -Wall,-Wextra,-Wno-unused-function -Xptxas -v,-O3,--warn-on-spills -Xcudafe --diag_suppress=177 -maxrregcount 64 --expt-relaxed-constexpr -lineinfo",
+      // CMake's Ninja generator adds the color switch
+      "-Xcompiler=-fdiagnostics-color=always -Xcompiler -fvisibility=hidden,-fno-strict-aliasing",
       "-Xcompiler -fplugin=annobin -Xcompiler -Wl,-Bstatic -O3 -ccbin /usr/bin/g++ --default-stream per-thread -diag-suppress 20012",
     ];
     for (const f of real) expect(firstNonSetting(f.split(" ")), f).toBeUndefined();
