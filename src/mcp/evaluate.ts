@@ -151,6 +151,9 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
   return shape ? refuse("overlay", "E_CANDIDATE", `candidate ${name} ${shape}`) : undefined;
 }
 
+/** The most files one evaluate call's candidates may give together (each candidate: SRC_MAX_FILES). */
+const CALL_MAX_FILES = 20_000;
+
 /**
  * Why a files candidate's paths (under src/) cannot be written as one tree, or undefined: a path
  * that is a file and another's folder (`k.cuh`, `k.cuh/x.cuh`: the whole call ended E_IO naming
@@ -201,6 +204,12 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
       throw new KerncapError("E_USAGE", `candidate ${name} gives no files`, { hint: 'files: {"src/kernel.cu": "…"}, paths relative to the capture folder.' });
     return { c, name };
   });
+  // and the call's candidates together: 1024 candidates of 2000 files each made 2 million inodes from one call (adversary 62)
+  const given = named.reduce((n, { c }) => n + (c.files ? Object.keys(c.files).length : 0), 0);
+  if (given > CALL_MAX_FILES)
+    throw new KerncapError("E_USAGE", `the candidates give ${given} files in all: one evaluate call writes at most ${CALL_MAX_FILES}`, {
+      hint: "Split the candidates over several calls.",
+    });
   const folder = privateTempFolder("kerncap-evaluate-");
   chmodSync(folder, 0o700);
   try {

@@ -4,7 +4,7 @@
  * what `kerncap inspect DIR --region R` prints. No GPU: the files alone.
  */
 import { capturePath } from "../format/paths.ts";
-import { chunkBytesOf, chunkExpectation } from "../format/chunks.ts";
+import { runs } from "../format/chunks.ts";
 import { FileImage } from "../format/file-image.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { KerncapError } from "../errors.ts";
@@ -80,16 +80,27 @@ export function regionAt(m: Pick<Manifest, "regions" | "params">, spec: string, 
   });
 }
 
-/** Bytes [off, off + n) of region `index` in state `which`, assembled from its chunks. */
+/** The file offset of chunk `c` in the stored runs `st` of a range, or undefined when not stored (zero, or its before state). */
+function storedAt(r: { size: number }, st: Manifest["regions"][number]["before"], c: number, C: number): number | undefined {
+  for (const run of runs(r, st, C)) if (c >= run.first && c < run.first + run.count) return run.fileOffset + (c - run.first) * C;
+  return undefined;
+}
+
+/**
+ * Bytes [off, off + n) of region `index` in state `which`, assembled from the chunks they lie in
+ * (only those: a region of 64 TiB declared by a small manifest was given a table of every chunk,
+ * 2.6 GB, adversary 62).
+ */
 function regionBytes(m: Manifest, index: number, off: number, n: number, which: "before" | "after", before: FileImage, after: FileImage): Uint8Array {
   const r = m.regions[index]!;
   const C = m.memory.chunkBytes;
-  const e = chunkExpectation(r, C);
   const out = new Uint8Array(n);
   for (let c = Math.floor(off / C); c * C < off + n; c++) {
     const start = c * C;
     const len = Math.min(C, r.size - start);
-    const bytes = chunkBytesOf(e, c, len, which, before, after);
+    const changed = which === "after" ? storedAt(r, r.after, c, C) : undefined;
+    const kept = changed === undefined ? storedAt(r, r.before, c, C) : undefined;
+    const bytes = changed !== undefined ? after.view(changed, len) : kept !== undefined ? before.view(kept, len) : new Uint8Array(len);
     const from = Math.max(off, start);
     const to = Math.min(off + n, start + len);
     out.set(bytes.subarray(from - start, to - start), from - off);

@@ -44,3 +44,15 @@ test("a manifest's parameter buffer over 1 MiB or module of 4 GiB is no manifest
     expect(code, `${field}.size ${size}`).toBe("E_MANIFEST");
   }
 });
+
+test("a manifest's chunk size past 64 MiB (the capture library's largest) is no manifest: one chunk's hash reads it whole (adversary 62)", async () => {
+  const { readManifest } = await import("../../../src/format/capture-dir.ts");
+  const { makeCapture } = await import("../fixtures.ts");
+  const { readFileSync } = await import("node:fs");
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+  m.memory.chunkBytes = 2 ** 40;
+  writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
+  expect(() => readManifest(dir)).toThrow(/memory.chunkBytes 1099511627776 is not a power of two from 4096 to 64 MiB/);
+});

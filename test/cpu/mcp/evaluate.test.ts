@@ -53,3 +53,11 @@ test("evaluate {files} that cannot be one tree: a path both a file and another's
     rmSync(folder, { recursive: true, force: true });
   }
 });
+
+test("one evaluate call's candidates give at most 20 000 files together (adversary 62: 1024 candidates of 2000 files made 2 million inodes), refused before anything is written", async () => {
+  const cap = await captureWithSource();
+  const files: Record<string, string> = {};
+  for (let i = 0; i < 1500; i++) files[`src/f${i}.cuh`] = "";
+  const list = Array.from({ length: 14 }, (_, i) => ({ name: `c${i}`, files }));
+  expect(() => writeCandidates(cap, list)).toThrow(/the candidates give 21000 files in all: one evaluate call writes at most 20000/);
+});

@@ -1,0 +1,32 @@
+/**
+ * src/format/chunks.ts zeroChunks: a chunk that lies wholly in a hole of a sparse memory image is
+ * zeros without a read (a sparse image of terabytes of listed zero chunks was read byte by byte for
+ * hours by unpack's check: adversary 62); a chunk touching data, or past the end, is read.
+ */
+import { expect, test } from "bun:test";
+import { closeSync, openSync, ftruncateSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { zeroChunks } from "../../../src/format/chunks.ts";
+import { dataExtents } from "../../../src/format/sparse-extents.ts";
+import { kc64 } from "../../../src/format/kc64.ts";
+import { tempDir } from "../fixtures.ts";
+
+test("a chunk in a hole hashes as zeros unread; one touching data or past the end is read", () => {
+  const path = join(tempDir(), "before.bin");
+  const fd = openSync(path, "w");
+  writeSync(fd, new Uint8Array(4096).fill(7), 0, 4096, 0);
+  ftruncateSync(fd, 64 << 20);
+  writeSync(fd, new Uint8Array(4096).fill(9), 0, 4096, (32 << 20) - 4096);
+  closeSync(fd);
+  const zero = zeroChunks(path);
+  if (!dataExtents(path).sparse) {
+    // a file system that tells no holes: every chunk is read
+    expect(zero(1 << 20, 1 << 20)).toBeUndefined();
+    return;
+  }
+  expect(zero(1 << 20, 1 << 20)).toBe(kc64(new Uint8Array(1 << 20)).hex);
+  expect(zero(40 << 20, 4096)).toBe(kc64(new Uint8Array(4096)).hex);
+  expect(zero(0, 1 << 20)).toBeUndefined(); // the first page is data
+  expect(zero(31 << 20, 1 << 20)).toBeUndefined(); // ends in the data page before 32 MiB
+  expect(zero((64 << 20) - 4096, 8192)).toBeUndefined(); // past the end: read, and found truncated
+});
