@@ -117,7 +117,9 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
       const r = check("patch", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}'s patch`));
       if (r) return r;
     }
-    return undefined;
+    // the tree a patch writes held as a files candidate's is (a 872 KB patch made 93 000 files and folders: adversary 62)
+    const shape = overlayShapeProblem([...paths]);
+    return shape ? refuse("patch", "E_CANDIDATE", `candidate ${name}'s patch ${shape}`) : undefined;
   }
   const paths = Object.keys(c.files!);
   // more files than src/ may hold: refused before each is looked at (one call may name hundreds of thousands)

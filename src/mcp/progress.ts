@@ -38,8 +38,12 @@ export const RECORD_META_KEY = "kerncap/record";
 const EVAL_RECORD_ID = documentId("eval-record");
 const EVAL_RECORD_START = `{"schema":${JSON.stringify(EVAL_RECORD_ID)}`;
 
+/** The longest progressToken the server echoes (characters). */
+const MAX_TOKEN = 256;
+
 /**
- * The sender of a call's progress, or undefined when the call asked for none (no progressToken).
+ * The sender of a call's progress, or undefined when the call asked for none (no progressToken) or
+ * gave one longer than MAX_TOKEN.
  * `extra` is the request handler's (the SDK's RequestHandlerExtra).
  */
 export function progressSender(
@@ -48,6 +52,9 @@ export function progressSender(
 ): ((p: ProgressUpdate) => void) | undefined {
   const token = meta?.progressToken;
   if (token === undefined) return undefined;
+  // every notification carries the token: one of megabytes, echoed for each candidate, took the server to 5.7 GB
+  // (adversary 62); a client's token is an id (the SDK's are small integers), so a long one gets no progress
+  if (typeof token === "string" && token.length > MAX_TOKEN) return undefined;
   return (p) => void sendNotification({ method: "notifications/progress", params: { progressToken: token, ...p } }).catch(() => {});
 }
 

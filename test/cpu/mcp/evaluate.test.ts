@@ -61,3 +61,22 @@ test("one evaluate call's candidates give at most 20 000 files together (adversa
   const list = Array.from({ length: 14 }, (_, i) => ({ name: `c${i}`, files }));
   expect(() => writeCandidates(cap, list)).toThrow(/the candidates give 21000 files in all: one evaluate call writes at most 20000/);
 });
+
+test("a patch candidate writing more files and folders than src/ may hold is its own refusal (adversary 62: a 872 KB patch made 93 000)", async () => {
+  const cap = await captureWithSource();
+  const patch = Array.from({ length: 700 }, (_, i) => `--- /dev/null\n+++ b/d${i}/e/f.cuh\n@@ -0,0 +1 @@\n+x\n`).join("");
+  const r = evaluateRefusal(cap, { name: "flood", patch });
+  expect(r.code).toBe("E_CANDIDATE");
+  expect(r.reason).toContain("more than the 2000 files and folders");
+});
+
+test("a progressToken longer than 256 characters gets no progress (adversary 62: a 20 MB token echoed in every notification took the server to 5.7 GB)", async () => {
+  const { progressSender } = await import("../../../src/mcp/progress.ts");
+  const sent: unknown[] = [];
+  const send = async (n: unknown) => void sent.push(n);
+  expect(progressSender({ progressToken: "t".repeat(257) }, send as never)).toBeUndefined();
+  const ok = progressSender({ progressToken: "t".repeat(256) }, send as never)!;
+  ok({ progress: 1 } as never);
+  expect(sent.length).toBe(1);
+  expect(progressSender({ progressToken: 7 }, send as never)).toBeDefined();
+});
