@@ -3,7 +3,7 @@
  */
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
 import { FileImage, sha256Range } from "./file-image.ts";
-import { storedEnd, verifyChunks } from "./chunks.ts";
+import { storedEnd, verifyChunks, verifyChunksAsync } from "./chunks.ts";
 import { readCaptureSet } from "./capture-set.ts";
 import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
@@ -261,6 +261,11 @@ export function verifyFiles(dir: string, m: Manifest): void {
  */
 export function verifyRegions(dir: string, m: Manifest, onBytes?: (done: number, total: number) => void): void {
   verifyChunks(dir, m, onBytes);
+}
+
+/** verifyRegions that awaits `tick` (a signal's check) every 256 MiB hashed (src/format/chunks.ts verifyChunksAsync). */
+export async function verifyRegionsAsync(dir: string, m: Manifest, tick: () => Promise<void>, onBytes?: (done: number, total: number) => void): Promise<void> {
+  await verifyChunksAsync(dir, m, tick, onBytes);
 }
 
 /**

@@ -119,6 +119,34 @@ const IMAGE_ALIGN = 64 << 10;
  * @throws KerncapError E_CHECKSUM naming the file, the range and the chunk.
  */
 export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, total: number) => void): void {
+  for (const _ of chunkChecks(dir, m, onBytes));
+}
+
+/**
+ * verifyChunks that awaits `tick` (a signal's check: E_INTERRUPTED) after every 256 MiB hashed: a
+ * manifest may list terabytes of chunks, each read whole, and unpack went on for minutes after
+ * SIGTERM (adversary 62).
+ * @throws KerncapError E_CHECKSUM as verifyChunks; what `tick` throws
+ */
+export async function verifyChunksAsync(
+  dir: string,
+  m: Manifest,
+  tick: () => Promise<void>,
+  onBytes?: (done: number, total: number) => void,
+  every = 256 << 20,
+): Promise<void> {
+  let since = 0;
+  for (const len of chunkChecks(dir, m, onBytes)) {
+    since += len;
+    if (since >= every) {
+      since = 0;
+      await tick();
+    }
+  }
+}
+
+/** verifyChunks' work, a chunk at a time: yields each chunk's bytes once checked. */
+function* chunkChecks(dir: string, m: Manifest, onBytes?: (done: number, total: number) => void): Generator<number> {
   const C = m.memory.chunkBytes;
   const total = m.memory.storedBeforeBytes + m.memory.storedAfterBytes;
   let done = 0;
@@ -154,6 +182,7 @@ export function verifyChunks(dir: string, m: Manifest, onBytes?: (done: number, 
           }
           done += len;
           onBytes?.(done, total); // per chunk: one run can be a whole 48 GiB region
+          yield len;
         }
       }
     }

@@ -16,7 +16,7 @@ import { StopSignals } from "../process-group.ts";
 import { markReceived } from "./received.ts";
 import { keepBesideHint, sayWhatForceLoses } from "./force-losses.ts";
 import { replaceFolder } from "../util/replace-folder.ts";
-import { assertNotNested, assertReplaceable, readManifest, replaceableKind, verifyFiles, verifyRegions } from "./capture-dir.ts";
+import { assertNotNested, assertReplaceable, readManifest, replaceableKind, verifyFiles, verifyRegionsAsync } from "./capture-dir.ts";
 import { imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
 import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
@@ -398,9 +398,9 @@ async function unpack(
     try {
       const m = readManifest(tmp);
       verifyFiles(tmp, m);
-      verifyRegions(tmp, m, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
+      await verifyRegionsAsync(tmp, m, tick, opts.onProgress && ((done, total) => opts.onProgress!("checking", done, total)));
     } catch (e) {
-      if (!(e instanceof KerncapError)) throw e;
+      if (!(e instanceof KerncapError) || e.code === "E_INTERRUPTED") throw e;
       throw new KerncapError(e.code, `${archive}: ${t.shown(e.message, dest)}`, {
         hint: "The capture in the archive was altered after it was packed (its CRC-32s were recomputed); ask for it again. Nothing was unpacked.",
       });

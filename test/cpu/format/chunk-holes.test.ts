@@ -30,3 +30,27 @@ test("a chunk in a hole hashes as zeros unread; one touching data or past the en
   expect(zero(31 << 20, 1 << 20)).toBeUndefined(); // ends in the data page before 32 MiB
   expect(zero((64 << 20) - 4096, 8192)).toBeUndefined(); // past the end: read, and found truncated
 });
+
+test("the check unpack makes awaits its signal check between chunks: a stop asked for ends it (adversary 62: unpack hashed on for minutes after SIGTERM)", async () => {
+  const { verifyChunksAsync } = await import("../../../src/format/chunks.ts");
+  const { readManifest } = await import("../../../src/format/capture-dir.ts");
+  const { makeCapture } = await import("../fixtures.ts");
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  const m = readManifest(dir);
+  let ticks = 0;
+  await verifyChunksAsync(dir, m, async () => void ticks++, undefined, 1);
+  expect(ticks).toBeGreaterThan(0);
+  const stop = Object.assign(new Error("interrupted"), { code: "E_INTERRUPTED" });
+  expect(
+    verifyChunksAsync(
+      dir,
+      m,
+      async () => {
+        throw stop;
+      },
+      undefined,
+      1,
+    ),
+  ).rejects.toBe(stop);
+});
