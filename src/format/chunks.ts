@@ -231,3 +231,26 @@ export function chunkBytesOf(e: ChunkExpectation, c: number, len: number, which:
   // the before file offset: the after state replaced fileOffset for changed chunks
   return before.view(e.beforeOffset[c]!, len);
 }
+
+/** The work an archive's chunk check may ask for per archive byte, past CHECK_FREE_BYTES (a chunk's zeros are hashed too). */
+const CHECK_BYTES_PER_ARCHIVE_BYTE = 4096;
+/** What unpack checks of any archive, however small (bytes): a minute at ~1 GB/s. */
+const CHECK_FREE_BYTES = 64 * 2 ** 30;
+
+/**
+ * Why an archive of `archiveBytes` whose manifest is `m` asks too much of unpack's chunk check, or
+ * undefined: more listed chunk bytes than CHECK_FREE_BYTES plus CHECK_BYTES_PER_ARCHIVE_BYTE per
+ * byte of the archive. A 1.5 MB archive listed 12 TiB of chunks of one data byte each, ~7 hours
+ * of hashing for unpack and for every `check` of a corpus it was dropped into (adversary 62). A
+ * real capture's listed chunks are its non-zero data, which the archive holds; a mostly-zero
+ * buffer with a few bytes in every chunk is within the ratio.
+ */
+export function checkWorkProblem(m: Manifest, archiveBytes: number): string | undefined {
+  let listed = 0;
+  for (const r of [...m.regions, ...m.globals])
+    for (const which of ["before", "after"] as const) for (const run of runs(r, r[which], m.memory.chunkBytes)) listed += run.bytes;
+  const bound = CHECK_FREE_BYTES + CHECK_BYTES_PER_ARCHIVE_BYTE * archiveBytes;
+  return listed > bound
+    ? `its manifest lists ${listed} bytes of memory chunks to check, more than 64 GiB and ${CHECK_BYTES_PER_ARCHIVE_BYTE} per byte of the ${archiveBytes}-byte archive (${bound} bytes): hours of hashing for a file this small`
+    : undefined;
+}

@@ -17,7 +17,7 @@ import { markReceived } from "./received.ts";
 import { keepBesideHint, sayWhatForceLoses } from "./force-losses.ts";
 import { replaceFolder } from "../util/replace-folder.ts";
 import { assertNotNested, assertReplaceable, readManifest, replaceableKind, verifyFiles, verifyRegionsAsync } from "./capture-dir.ts";
-import { imageBound } from "./chunks.ts";
+import { checkWorkProblem, imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
 import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
 import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
@@ -283,6 +283,8 @@ async function planUnpack(archive: string, fd: number, idx: PackIndex, entries: 
   const manifestEntry = byName.get(`${idx.root}/${MANIFEST_FILE}`);
   if (!manifestEntry) throw bad(archive, `it holds no ${MANIFEST_FILE}: not a capture`);
   const m = parseManifest(await jsonEntry(archive, fd, manifestEntry, MANIFEST_FILE), `${archive}: ${MANIFEST_FILE}`);
+  const work = checkWorkProblem(m, fstatSync(fd).size); // before anything is written
+  if (work) throw bad(archive, work);
   const listed = new Map(m.files.map((f) => [posix.normalize(f.path), f.size]));
   const images = new Map(
     (["before", "after"] as const).map((w) => [

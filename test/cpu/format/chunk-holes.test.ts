@@ -54,3 +54,25 @@ test("the check unpack makes awaits its signal check between chunks: a stop aske
     ),
   ).rejects.toBe(stop);
 });
+
+test("an archive asks at most 64 GiB of chunk checking plus 4096 bytes per byte it holds (adversary 62: 1.5 MB listing 12 TiB, ~7 hours of hashing for unpack and every check of its corpus)", async () => {
+  const { checkWorkProblem } = await import("../../../src/format/chunks.ts");
+  const { readManifest } = await import("../../../src/format/capture-dir.ts");
+  const { makeCapture } = await import("../fixtures.ts");
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  const m = structuredClone(readManifest(dir));
+  expect(checkWorkProblem(m, 1000)).toBeUndefined(); // a real capture
+  const C = 64 << 20;
+  m.memory.chunkBytes = C;
+  const chunks = 3200; // 200 GiB listed
+  m.regions.push({
+    ...m.regions[0]!,
+    va: "0x7f0000000000",
+    size: chunks * C,
+    before: { extents: [[0, chunks, 0]], hashes: "" },
+    after: { extents: [], hashes: "" },
+  });
+  expect(checkWorkProblem(m, 1_500_000)).toMatch(/lists \d+ bytes of memory chunks to check, more than 64 GiB/);
+  expect(checkWorkProblem(m, 50_000_000)).toBeUndefined(); // 64 GiB + 4096 × 50 MB covers 200 GiB
+});
