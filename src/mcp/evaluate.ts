@@ -153,8 +153,28 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
   return shape ? refuse("overlay", "E_CANDIDATE", `candidate ${name} ${shape}`) : undefined;
 }
 
-/** The most files one evaluate call's candidates may give together (each candidate: SRC_MAX_FILES). */
+/** The most files and folders one evaluate call's candidates may write together (each candidate: SRC_MAX_FILES). */
 const CALL_MAX_FILES = 20_000;
+
+/** A candidate's path as a path under src/ (`./src/k.cu` → `k.cu`). */
+const underSrc = (p: string) => p.replace(/^(\.\/)+/, "").replace(/^src\//, "");
+
+/** The files of `paths` (under src/) and the folders they make. */
+function treeOf(paths: string[]): { files: Set<string>; folders: Set<string> } {
+  const files = new Set(paths);
+  const folders = new Set<string>();
+  for (const f of files) {
+    const parts = f.split("/");
+    for (let i = 1; i < parts.length; i++) folders.add(parts.slice(0, i).join("/"));
+  }
+  return { files, folders };
+}
+
+/** How many files and folders writing `paths` (under src/) makes. */
+function treeEntries(paths: string[]): number {
+  const { files, folders } = treeOf(paths);
+  return files.size + folders.size;
+}
 
 /**
  * Why a files candidate's paths (under src/) cannot be written as one tree, or undefined: a path
@@ -163,12 +183,7 @@ const CALL_MAX_FILES = 20_000;
  * hold (SRC_MAX_FILES: a 200 KB call made 232 000 inodes, adversary 61).
  */
 function overlayShapeProblem(paths: string[]): string | undefined {
-  const files = new Set(paths);
-  const folders = new Set<string>();
-  for (const f of files) {
-    const parts = f.split("/");
-    for (let i = 1; i < parts.length; i++) folders.add(parts.slice(0, i).join("/"));
-  }
+  const { files, folders } = treeOf(paths);
   const both = [...files].find((f) => folders.has(f));
   if (both) return `names ${escapedForMessage(`src/${both}`)} both as a file and as a folder of another of its files`;
   if (files.size + folders.size > SRC_MAX_FILES)
@@ -206,10 +221,11 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
       throw new KerncapError("E_USAGE", `candidate ${name} gives no files`, { hint: 'files: {"src/kernel.cu": "…"}, paths relative to the capture folder.' });
     return { c, name };
   });
-  // and the call's candidates together: 1024 candidates of 2000 files each made 2 million inodes from one call (adversary 62)
-  const given = named.reduce((n, { c }) => n + (c.files ? Object.keys(c.files).length : 0), 0);
+  // and the call's candidates together, files and the folders they make: 1024 candidates of 2000 files each made 2 million
+  // inodes from one call, 312 of 64 files 30 folders deep 619 000 (adversary 62)
+  const given = named.reduce((n, { c }) => n + (c.files ? treeEntries(Object.keys(c.files).map(underSrc)) : 0), 0);
   if (given > CALL_MAX_FILES)
-    throw new KerncapError("E_USAGE", `the candidates give ${given} files in all: one evaluate call writes at most ${CALL_MAX_FILES}`, {
+    throw new KerncapError("E_USAGE", `the candidates give ${given} files and folders in all: one evaluate call writes at most ${CALL_MAX_FILES}`, {
       hint: "Split the candidates over several calls.",
     });
   const folder = privateTempFolder("kerncap-evaluate-");

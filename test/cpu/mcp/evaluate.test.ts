@@ -59,7 +59,16 @@ test("one evaluate call's candidates give at most 20 000 files together (adversa
   const files: Record<string, string> = {};
   for (let i = 0; i < 1500; i++) files[`src/f${i}.cuh`] = "";
   const list = Array.from({ length: 14 }, (_, i) => ({ name: `c${i}`, files }));
-  expect(() => writeCandidates(cap, list)).toThrow(/the candidates give 21000 files in all: one evaluate call writes at most 20000/);
+  expect(() => writeCandidates(cap, list)).toThrow(/the candidates give 21000 files and folders in all: one evaluate call writes at most 20000/);
+  // folders count: 312 candidates of 64 files 30 folders deep (within each candidate's 2000) made 619 000 inodes (adversary 62)
+  const deep: Record<string, string> = {};
+  for (let i = 0; i < 64; i++) deep[`src/d${i}/${"a/".repeat(29)}k.cuh`] = "";
+  expect(() =>
+    writeCandidates(
+      cap,
+      Array.from({ length: 12 }, (_, i) => ({ name: `d${i}`, files: deep })),
+    ),
+  ).toThrow(/the candidates give 23808 files and folders in all/);
 });
 
 test("a patch candidate writing more files and folders than src/ may hold is its own refusal (adversary 62: a 872 KB patch made 93 000)", async () => {
