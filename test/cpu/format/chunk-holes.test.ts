@@ -76,3 +76,25 @@ test("an archive asks at most 64 GiB of chunk checking plus 4096 bytes per byte 
   expect(checkWorkProblem(m, 1_500_000)).toMatch(/lists \d+ bytes of memory chunks to check, more than 64 GiB/);
   expect(checkWorkProblem(m, 50_000_000)).toBeUndefined(); // 64 GiB + 4096 × 50 MB covers 200 GiB
 });
+
+test("a capture folder's chunk check is held to the same bound against the data its images hold (adversary 62: the bomb left as a folder in a corpus held check for hours)", async () => {
+  const { verifyChunks } = await import("../../../src/format/chunks.ts");
+  const { readManifest } = await import("../../../src/format/capture-dir.ts");
+  const { makeCapture } = await import("../fixtures.ts");
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  const m = structuredClone(readManifest(dir));
+  verifyChunks(dir, m); // a real capture
+  const C = 64 << 20;
+  m.memory.chunkBytes = C;
+  m.regions.push({
+    ...m.regions[0]!,
+    va: "0x7f0000000000",
+    size: 3200 * C,
+    before: { extents: [[0, 3200, 0]], hashes: "" },
+    after: { extents: [], hashes: "" },
+  });
+  expect(() => verifyChunks(dir, m)).toThrow(
+    /lists \d+ bytes of memory chunks to check, more than 64 GiB and 4096 per byte of the \d+ bytes of data its memory images hold/,
+  );
+});
