@@ -152,8 +152,11 @@ function toolCwd(cwd: string | undefined): string {
  * Run `kerncap ARGV` (a child process, its own process group, tracked in `children` and ended
  * when `signal` aborts) and return its JSON document (a verb that streams JSON Lines, eval: its
  * last line); stderr's tail goes along on failure. `progress` gets every stderr line as it comes
- * and heartbeats while the child runs (./progress.ts).
- * @throws KerncapError E_USAGE (cwd), E_TOOL when kerncap cannot be started
+ * and heartbeats while the child runs (./progress.ts). `prepare`, called once the call holds its
+ * slot (never while it waits), gives the arguments that follow ARGV: what it writes (evaluate's
+ * candidates) is held only by calls that run, not by every call in line (adversary 62: 60 queued
+ * evaluate calls held 974 000 inodes).
+ * @throws KerncapError E_USAGE (cwd), E_TOOL when kerncap cannot be started; what `prepare` throws
  */
 export async function runVerb(
   argv: string[],
@@ -161,10 +164,10 @@ export async function runVerb(
   children: ToolChildren,
   signal?: AbortSignal,
   progress?: ToolProgress,
+  prepare?: () => string[],
 ): Promise<CallToolResult> {
   const env = { ...selfEnv(), [PARENT_PID_VAR]: String(process.pid) }; // the child ends with this server, even at its kill -9 (endWithParent)
   const dir = toolCwd(cwd);
-  const cmd = [...selfCommand(), ...argv];
   if (signal?.aborted) throw new KerncapError("E_INTERRUPTED", `kerncap ${argv[0]} was cancelled before it started`);
   progress?.start(); // heartbeats also while the call waits for a slot: a client must not time out in the queue
   try {
@@ -172,6 +175,7 @@ export async function runVerb(
     const release = await children.slot(signal, (_ahead, place) => progress?.queued(() => `queued: ${running}, this one is number ${place()} in line`));
     progress?.running(); // a call that waited: its heartbeats say it runs now, not that it is queued
     try {
+      const cmd = [...selfCommand(), ...argv, ...(prepare?.() ?? [])];
       return await spawnVerb(argv, cmd, dir, env, children, signal, progress);
     } finally {
       release();

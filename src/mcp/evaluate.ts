@@ -192,17 +192,12 @@ function overlayShapeProblem(paths: string[]): string | undefined {
 }
 
 /**
- * Write the candidates into a fresh private folder, with the candidate list eval reads
- * (`kerncap eval --candidate-list`, src/eval/candidates.ts CandidateList): each labelled by its
- * name verbatim. A candidate that does not fit the capture (refusalOf: a path no candidate may
- * write, a patch git apply would refuse, a config for a capture that is not Triton's) is written
- * as its refusal only, none of its content: eval gives it its record (verdict error, with the
- * code) and builds the others.
- * @returns the folder (remove it after the call) and eval's arguments for the candidates
- * @throws KerncapError E_USAGE (a candidate with none or several of files/patch/config, or no files; two of one name), E_NO_REPRODUCER (no src/ for a files candidate)
+ * Check an evaluate call's candidates before anything is written or the call waits for a slot:
+ * names (given or c1, c2, …), exactly one of files/patch/config each, and the call's files and
+ * folders together within CALL_MAX_FILES.
+ * @throws KerncapError E_USAGE (a candidate with none or several of files/patch/config, or no files; two of one name; too many files)
  */
-export function writeCandidates(captureDir: string, list: McpCandidate[]): { folder: string; args: string[] } {
-  const manifest = readManifest(captureDir);
+export function checkCandidates(list: McpCandidate[]): { c: McpCandidate; name: string }[] {
   const names = new Set<string>();
   const named = list.map((c, i) => {
     if (c.name !== undefined && c.label !== undefined && c.name !== c.label)
@@ -228,6 +223,23 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
     throw new KerncapError("E_USAGE", `the candidates give ${given} files and folders in all: one evaluate call writes at most ${CALL_MAX_FILES}`, {
       hint: "Split the candidates over several calls.",
     });
+  return named;
+}
+
+/**
+ * Write the candidates into a fresh private folder, with the candidate list eval reads
+ * (`kerncap eval --candidate-list`, src/eval/candidates.ts CandidateList): each labelled by its
+ * name verbatim. A candidate that does not fit the capture (refusalOf: a path no candidate may
+ * write, a patch git apply would refuse, a config for a capture that is not Triton's) is written
+ * as its refusal only, none of its content: eval gives it its record (verdict error, with the
+ * code) and builds the others. The list is checked first (checkCandidates). kerncap mcp writes
+ * them only once the call holds its slot: a call queued behind running ones holds no files.
+ * @returns the folder (remove it after the call) and eval's arguments for the candidates
+ * @throws KerncapError E_USAGE (checkCandidates), E_NO_REPRODUCER (no src/ for a files candidate)
+ */
+export function writeCandidates(captureDir: string, list: McpCandidate[]): { folder: string; args: string[] } {
+  const manifest = readManifest(captureDir);
+  const named = checkCandidates(list);
   const folder = privateTempFolder("kerncap-evaluate-");
   chmodSync(folder, 0o700);
   try {

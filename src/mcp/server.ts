@@ -26,7 +26,7 @@ import { log } from "../log.ts";
 import { signalExitCode, StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
 import { errorResult, runVerb, ToolChildren } from "./children.ts";
-import { writeCandidates } from "./evaluate.ts";
+import { checkCandidates, writeCandidates } from "./evaluate.ts";
 import { editFileTool, listFilesTool, readFileTool } from "./files.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
 import { confineCwd, confineOut, confineToolDir } from "./roots.ts";
@@ -108,23 +108,33 @@ export function buildsPerCall(children: Pick<ToolChildren, "jobs">): number {
 }
 
 /**
- * The evaluate tool: the candidates written into a private temporary folder (./evaluate.ts),
- * each labelled by its name, a candidate that does not fit the capture written as its refusal only
- * (its record an error with the code, nothing of it built), `kerncap eval --confine` run on them
+ * The evaluate tool: the candidates checked at once and written, once the call holds its slot,
+ * into a private temporary folder (./evaluate.ts), each labelled by its name, a candidate that does
+ * not fit the capture written as its refusal only (its record an error with the code, nothing of
+ * it built), `kerncap eval --confine` run on them
  * (its builds confined; a received capture's, or a Triton capture's, only with --trust-builds),
  * the folder removed after (or at the server's exit).
  */
 async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTrust, signal?: AbortSignal, progress?: ToolProgress): Promise<CallToolResult> {
   const dir = resolve(a.dir);
   readManifest(dir); // a capture folder, or the reader's own error: nothing is copied from elsewhere
-  const { folder, args } = writeCandidates(dir, a.candidates);
+  checkCandidates(a.candidates); // a call that cannot run is refused at once, not after its wait in line
+  // written once the call holds its slot (runVerb's prepare): a call in line holds no files
+  let folder: string | undefined;
   // the server may end (stdin closed, a signal) before this call's finally runs: its candidates go at the exit too
-  const remove = () => rmSync(folder, { recursive: true, force: true });
+  const remove = () => {
+    if (folder) rmSync(folder, { recursive: true, force: true });
+  };
   process.on("exit", remove);
   try {
     const jobs = ["--jobs", String(buildsPerCall(children))];
+    const write = () => {
+      const w = writeCandidates(dir, a.candidates);
+      folder = w.folder;
+      return w.args;
+    };
     // eval exits 2 when a candidate could not be judged: isError as for every tool (exit 2), the evaluation still its document (its candidates say which)
-    return await runVerb([...TOOLS.evaluate.argv(a), ...jobs, ...(trust.trustBuilds ? ["--trust"] : []), ...args], undefined, children, signal, progress);
+    return await runVerb([...TOOLS.evaluate.argv(a), ...jobs, ...(trust.trustBuilds ? ["--trust"] : [])], undefined, children, signal, progress, write);
   } finally {
     remove();
     process.off("exit", remove);

@@ -7,6 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { tmpdir } from "node:os";
 import { RECORD_META_KEY, ToolProgress, type ProgressUpdate } from "../../src/mcp/progress.ts";
 import { jsonDocument } from "../../src/format/documents.ts";
 import { ToolChildren } from "../../src/mcp/children.ts";
@@ -87,6 +88,31 @@ describe("progress notifications", () => {
     const started = seen.findIndex((p) => p.message === "kerncap validate running");
     expect(started, JSON.stringify(seen.map((p) => p.message))).toBeGreaterThan(0);
     expect(seen.slice(started).filter((p) => /queued/.test(p.message ?? ""))).toEqual([]);
+    await c.close();
+  }, 30_000);
+
+  test("--jobs 1: an evaluate call in line holds no files until it runs; one that cannot run is refused at once", async () => {
+    const c = await connected({ progressMs: 200, jobs: 1 });
+    const a = await slowFailingBuild(3);
+    const b = await slowFailingBuild(0);
+    const mine = () => readdirSync(tmpdir()).filter((n) => n.startsWith(`kerncap-evaluate-${process.pid}-`));
+    const first = c.callTool({ name: "validate", arguments: { dir: a.dir } }, undefined, { timeout: 20_000 });
+    await until(() => existsSync(a.pids)); // the first holds the slot
+    const seen: ProgressUpdate[] = [];
+    const candidates = [1, 2, 3].map((i) => ({ name: `v${i}`, files: { "src/kernel.cu": `__global__ void scale(float* x, int n) { v${i} }\n`, "src/d/e/f.cuh": "\n" } }));
+    const ev = c.callTool({ name: "evaluate", arguments: { dir: b.dir, candidates } }, undefined, { timeout: 20_000, onprogress: (p) => void seen.push(p) });
+    await until(() => seen.some((p) => /queued/.test(p.message ?? "")));
+    // adversary 62: 60 calls in line wrote their candidates before they waited and held 974 000 inodes
+    expect(mine()).toEqual([]);
+    const bad = await c.callTool({ name: "evaluate", arguments: { dir: b.dir, candidates: [candidates[0], candidates[0]] } }, undefined, { timeout: 20_000 });
+    expect(doc(bad).error.code).toBe("E_USAGE"); // refused while the first still runs, not after its wait
+    expect(existsSync(a.pids) && running(Number(readFileSync(a.pids, "utf8").split(" ")[1]))).toBe(true);
+    expect(mine()).toEqual([]);
+    expect(doc(await first).error.code).toBe("E_BUILD");
+    const e = doc(await ev);
+    // written once it ran: each candidate built (and failed on its own source), then the folder removed
+    expect(e.candidates.map((x: any) => [x.label, x.verdict])).toEqual(candidates.map((x) => [x.name, "compile-error"]));
+    expect(mine()).toEqual([]);
     await c.close();
   }, 30_000);
 
