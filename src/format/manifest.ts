@@ -16,6 +16,11 @@ export const MANIFEST_VERSION = 2;
 export const MANIFEST_VERSIONS_READ = [2] as const;
 export const MANIFEST_FORMAT = "kerncap-capture";
 export const MANIFEST_FILE = "kerncap.json";
+/**
+ * The most chunks a capture's ranges (regions and globals) may span together, 2^24: 1 TiB in the
+ * capture library's smallest chunks (64 KiB, KERNCAP_CHUNK_BYTES), 16 TiB in its default (1 MiB).
+ */
+export const MANIFEST_CHUNKS_MAX = 1 << 24;
 
 /** A 64-bit VA: 0x and 1 to 16 lowercase hex digits, as the capture libraries print it (`0x%llx`, c/cuda/kc_snapshot.h, c/common/kc_json.h) and the schema of `inspect --json` states it. */
 const Hex = v.pipe(v.string(), v.regex(/^0x[0-9a-f]{1,16}$/, "expected a 64-bit VA in lowercase hex (0x and 1 to 16 digits 0-9a-f, such as 0x7f12...)"));
@@ -304,6 +309,13 @@ function checkInvariants(m: Manifest, where: string): void {
   const C = m.memory.chunkBytes;
   // at most 64 MiB, the capture library's largest (KERNCAP_CHUNK_BYTES): one chunk's hash is checked by reading it whole
   if (C < 4096 || C > 64 << 20 || C & (C - 1)) throw bad(`memory.chunkBytes ${C} is not a power of two from 4096 to 64 MiB`);
+  // every reader that judges or restores a capture holds a few numbers per chunk of every range (src/format/chunks.ts
+  // chunkExpectation): a 64 TiB all-zero region (no stored byte, an 88 KB archive) took gigabytes to look at (adversary 62)
+  const chunks = [...m.regions, ...m.globals].reduce((a, r) => a + Math.ceil(r.size / C), 0);
+  if (chunks > MANIFEST_CHUNKS_MAX)
+    throw bad(
+      `the ranges span ${chunks} chunks of ${C} bytes; a capture spans at most ${MANIFEST_CHUNKS_MAX} (1 TiB in the capture library's smallest chunks, 64 KiB)`,
+    );
   const ranges = [...m.regions.map((r) => ({ r, what: `region ${r.va}` })), ...m.globals.map((g) => ({ r: g as Region | Global, what: `global ${g.name}` }))];
   const fileRuns: Record<"before" | "after", [number, number, string][]> = { before: [], after: [] };
   for (const { r, what } of ranges) {

@@ -169,4 +169,41 @@ describe("manifest consistency", () => {
       expect(e.message).toContain("a FIFO");
     });
   });
+
+  test("ranges past 2^24 chunks (a 64 TiB all-zero region, no stored byte) are refused; at the bound they are read", async () => {
+    const dir = await fresh();
+    const zeroRegion = (size: number) => ({
+      va: "0x100000000000",
+      size,
+      kind: "device",
+      changed: false,
+      changedChunks: 0,
+      changedBytes: 0,
+      hashedOn: "cpu",
+      before: { extents: [], hashes: "" },
+      after: { extents: [], hashes: "" },
+    });
+    let C = 0;
+    let used = 0;
+    edit(dir, (m) => {
+      C = m.memory.chunkBytes;
+      used = [...m.regions, ...m.globals].reduce((a: number, r: any) => a + Math.ceil(r.size / C), 0);
+      m.regions.push(zeroRegion(2 ** 46));
+      m.memory.beforeBytes += 2 ** 46;
+    });
+    const e = failure(() => readManifest(dir));
+    expect(e.code).toBe("E_MANIFEST");
+    expect(e.message).toMatch(/the ranges span \d+ chunks of \d+ bytes; a capture spans at most 16777216/);
+    edit(dir, (m) => {
+      m.memory.beforeBytes -= 2 ** 46;
+      m.regions[2] = zeroRegion(((1 << 24) - used) * C);
+      m.memory.beforeBytes += m.regions[2].size;
+    });
+    expect(readManifest(dir).regions[2]!.size).toBe(((1 << 24) - used) * C);
+    edit(dir, (m) => {
+      m.regions[2].size += 1;
+      m.memory.beforeBytes += 1;
+    });
+    expect(failure(() => readManifest(dir)).message).toContain(`span ${(1 << 24) + 1} chunks`);
+  });
 });

@@ -99,7 +99,10 @@ describe("progress notifications", () => {
     const first = c.callTool({ name: "validate", arguments: { dir: a.dir } }, undefined, { timeout: 20_000 });
     await until(() => existsSync(a.pids)); // the first holds the slot
     const seen: ProgressUpdate[] = [];
-    const candidates = [1, 2, 3].map((i) => ({ name: `v${i}`, files: { "src/kernel.cu": `__global__ void scale(float* x, int n) { v${i} }\n`, "src/d/e/f.cuh": "\n" } }));
+    const candidates = [1, 2, 3].map((i) => ({
+      name: `v${i}`,
+      files: { "src/kernel.cu": `__global__ void scale(float* x, int n) { v${i} }\n`, "src/d/e/f.cuh": "\n" },
+    }));
     const ev = c.callTool({ name: "evaluate", arguments: { dir: b.dir, candidates } }, undefined, { timeout: 20_000, onprogress: (p) => void seen.push(p) });
     await until(() => seen.some((p) => /queued/.test(p.message ?? "")));
     // adversary 62: 60 calls in line wrote their candidates before they waited and held 974 000 inodes
