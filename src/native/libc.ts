@@ -1,8 +1,8 @@
 /**
  * The one owner of libc.so.6 in the kerncap process (bun:ffi): POSIX regular expressions
  * (regcomp/regexec, the calls the capture library makes for --kernel: src/util/posix-regex.ts),
- * lseek's SEEK_DATA/SEEK_HOLE (sparse files: src/format/sparse-extents.ts), dup/dup2 and fflush
- * (stdout kept for the data channel, device output set aside: src/cli/args.ts), lgetxattr (a folder's POSIX ACL: src/user-group.ts)
+ * lseek's SEEK_DATA/SEEK_HOLE (sparse files: src/format/sparse-extents.ts), dup/dup2, fflush and
+ * memfd_create (stdout kept for the data channel, device output set aside: src/native/stdout-aside.ts), lgetxattr (a folder's POSIX ACL: src/user-group.ts)
  * and flock (a capture's build lock: src/util/build-lock.ts).
  * Loaded at the first call, once.
  */
@@ -21,6 +21,7 @@ const SYMBOLS = {
   lgetxattr: { args: [ptr, ptr, ptr, u64], returns: i64 },
   flock: { args: [i32, i32], returns: i32 },
   fflush: { args: [ptr], returns: i32 },
+  memfd_create: { args: [ptr, FFIType.u32], returns: i32 },
 } as const;
 
 let symbols: Library<typeof SYMBOLS>["symbols"] | undefined;

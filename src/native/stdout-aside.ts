@@ -26,13 +26,14 @@ export function dataChannelFd(): number | undefined {
 }
 
 /**
- * Set fd 1 aside (once per process): dup it for the data channel, point fd 1 at a private file
- * (mode 0600 in a private folder under TMPDIR, O_EXCL|O_NOFOLLOW), and copy what lands there to
- * stderr, escaped, every 250 ms while kerncap waits and at exit (libc's buffers flushed first:
- * flushDeviceOutput). Called under --json and in workers before anything runs, and where a replay
- * backend opened (src/replay/backends/factory.ts): before a module's printf can run.
- * Where the file cannot be made, fd 1 is pointed at stderr (output unescaped); where libc cannot
- * be loaded, nothing changes.
+ * Set fd 1 aside (once per process): dup it for the data channel, point fd 1 at a file of the
+ * process's own (a memfd: no path, gone with the process; else a 0600 file in a private folder under
+ * TMPDIR, O_EXCL|O_NOFOLLOW), and copy what lands there to stderr, escaped, every 250 ms while
+ * kerncap waits and at exit (libc's buffers flushed first: flushDeviceOutput). Called under --json
+ * and in workers before anything runs, and where a replay backend opened
+ * (src/replay/backends/factory.ts): before a module's printf can run. Where neither file can be
+ * made, fd 1 is pointed at /dev/null and a warning says device output is not shown (never at
+ * stderr raw); where libc cannot be loaded, nothing changes.
  */
 export function setStdoutAside(): void {
   if (dataFd !== undefined) return;
@@ -40,29 +41,44 @@ export function setStdoutAside(): void {
     const { dup, dup2 } = libc();
     const saved = dup(1);
     if (saved < 0) return;
-    let folder: string | undefined;
-    let fd: number | undefined;
-    try {
-      folder = privateTempFolder("kerncap-device-output-");
-      const flags = constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_APPEND | constants.O_NOFOLLOW;
-      fd = openSync(join(folder, "stdout"), flags, 0o600);
-    } catch {
-      fd = undefined;
-    }
-    if (dup2(fd ?? 2, 1) < 0) return;
+    const made = outputFile();
+    const fd = made?.fd ?? openSync("/dev/null", constants.O_WRONLY);
+    if (dup2(fd, 1) < 0) return;
     dataFd = saved;
-    if (fd === undefined || folder === undefined) return;
-    deviceOutput = { fd, copied: 0, decoder: new TextDecoder() };
+    if (!made) {
+      writeSync(2, "kerncap: warning: the kernel's device output (printf) is not shown: no private file for it (memfd_create and TMPDIR both failed)\n");
+      return;
+    }
+    deviceOutput = { fd: made.fd, copied: 0, decoder: new TextDecoder() };
     setInterval(flushDeviceOutput, 250).unref();
-    const made = folder;
     process.on("exit", () => {
       flushDeviceOutput();
-      rmSync(made, { recursive: true, force: true });
+      if (made.folder) rmSync(made.folder, { recursive: true, force: true });
     });
   } catch {
     /* stdout stays as it is */
   }
 }
+
+/** A file for fd 1 that no other user can open: a memfd, else a file in a private folder (its folder, to remove); undefined when neither can be made. */
+function outputFile(): { fd: number; folder?: string } | undefined {
+  try {
+    const fd = libc().memfd_create(Buffer.from("kerncap-device-output\0"), MFD_CLOEXEC); // the one dup'd to fd 1 is inherited
+    if (fd >= 0) return { fd };
+  } catch {
+    /* an older libc: a file under TMPDIR */
+  }
+  try {
+    const folder = privateTempFolder("kerncap-device-output-");
+    const flags = constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_APPEND | constants.O_NOFOLLOW;
+    return { fd: openSync(join(folder, "stdout"), flags, 0o600), folder };
+  } catch {
+    return undefined;
+  }
+}
+
+/** memfd_create(2)'s MFD_CLOEXEC. */
+const MFD_CLOEXEC = 1;
 
 /**
  * Copy what was written to fd 1 since the last call (a kernel's printf, through libc's buffers)
