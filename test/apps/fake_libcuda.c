@@ -10,7 +10,8 @@
  * before the program starts: the reservation is refused), KC_FAKE_CC=80 (the compute capability),
  * KC_FAKE_NO_SASS=1 (a module image that is not PTX text fails with CUDA_ERROR_NO_BINARY_FOR_GPU),
  * KC_FAKE_LOG=FILE (each call that loads a module or launches appends a line), KC_FAKE_FAULT=N
- * (cuCtxSynchronize returns CUresult N: the kernel faulted).
+ * (cuCtxSynchronize returns CUresult N: the kernel faulted), KC_FAKE_PRINTF=TEXT (cuCtxSynchronize
+ * writes TEXT to stdout, as the driver writes a kernel's device-side printf).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -42,7 +43,10 @@ CUresult cuGetErrorString(CUresult r, const char **s) {
 CUresult cuDeviceGet(CUdevice *d, int ordinal) { *d = ordinal; return CUDA_SUCCESS; }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { (void)d; *c = (CUcontext)0x1; return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext c) { (void)c; return CUDA_SUCCESS; }
-CUresult cuCtxSynchronize(void) { return getenv("KC_FAKE_FAULT") ? (CUresult)atoi(getenv("KC_FAKE_FAULT")) : CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) {
+  if (getenv("KC_FAKE_PRINTF")) fputs(getenv("KC_FAKE_PRINTF"), stdout);
+  return getenv("KC_FAKE_FAULT") ? (CUresult)atoi(getenv("KC_FAKE_FAULT")) : CUDA_SUCCESS;
+}
 CUresult cuDeviceGetName(char *name, int n, CUdevice d) { (void)d; snprintf(name, (size_t)n, "fake GPU"); return CUDA_SUCCESS; }
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   (void)d;

@@ -103,6 +103,10 @@ describe.skipIf(!READY)(`kerncap export of a hip capture: the HSA program ${REAS
     expect(r.code).toBe(0);
     // the data folder is the capture itself (a hip capture kerncap replays)
     expect(existsSync(join(fresh, "data/kerncap.json"))).toBe(true);
+    // make run: the same program, its output as printable ASCII, its status kept
+    const run = sh(["make", "ROCM_PATH=/usr", "run"], { cwd: fresh, env: { LD_LIBRARY_PATH: fakeDir } });
+    expect(run.out, run.err).toContain("MATCH: 2 regions");
+    expect(run.code).toBe(0);
   });
 
   test("MISMATCH (exit 1) when the app's after state differs from what the kernel computes, named by region", async () => {
@@ -111,6 +115,9 @@ describe.skipIf(!READY)(`kerncap export of a hip capture: the HSA program ${REAS
     expect(r.out, r.err).toContain(`MISMATCH region 0x${DATA_VA.toString(16)} (${N * 4} bytes, fp32): 1 elements differ, the first at byte 20`);
     expect(r.out).toContain("MISMATCH: 2 regions");
     expect(r.code).toBe(1);
+    const run = sh(["make", "ROCM_PATH=/usr", "run"], { cwd: fresh, env: { LD_LIBRARY_PATH: fakeDir } });
+    expect(run.out, run.err).toContain("MISMATCH: 2 regions");
+    expect(run.code).not.toBe(0); // ./repro's exit 1 through make, not tr's 0
   });
 
   test("errors exit 2: a file that is no code object (-m), a GPU agent that is not there, a ROCm 5 runtime (no virtual memory API)", async () => {

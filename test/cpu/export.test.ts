@@ -834,6 +834,25 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(r.triton).toEqual({ script: "repro.py", storedPointer: null });
   });
 
+  test("make run: a kernel's device-side printf reaches the terminal as printable ASCII, ./repro's status kept", async () => {
+    if (!CAN_BUILD) return;
+    const { cap, out, m } = await demo();
+    exportCapture(cap, out);
+    make(out);
+    const k = join(out, "..", "kernel.txt");
+    writeFileSync(k, appWrites(out, m));
+    const hostile = "thread 0 \x1b]52;c;ZWNobw==\x07\x1b[2Jsays \u009b2J\u202eevil\n";
+    const env = { LD_LIBRARY_PATH: fakeDir, KC_FAKE_KERNEL: k, KC_FAKE_PRINTF: hostile, PATH: process.env.PATH! };
+    const ok = sh(["make", `LDFLAGS=-L${fakeDir}`, `CUDA_HOME=${CUDA_HOME}`, "run"], { cwd: out, env });
+    expect(ok.out).toContain("MATCH: 3 regions");
+    expect(ok.out).toContain("thread 0 ?]52;c;ZWNobw==??[2Jsays ??2J???evil\n"); // U+009B is 2 bytes in UTF-8, U+202E 3
+    expect(ok.out).not.toMatch(/[\x1b\x07\u009b\u202e\ufffd]/);
+    expect(ok.code).toBe(0);
+    const none = sh(["make", `LDFLAGS=-L${fakeDir}`, `CUDA_HOME=${CUDA_HOME}`, "run"], { cwd: out, env: { ...env, KC_FAKE_KERNEL: "/dev/null" } });
+    expect(none.out).toContain("MISMATCH region 0x600000400000");
+    expect(none.code).not.toBe(0); // ./repro's exit 1, not tr's 0
+  });
+
   test("the Makefile rebuilds the kernel from src/ after an edit, and make run-src runs that module", async () => {
     if (!NVCC) return;
     const { cap, out } = await demo();
