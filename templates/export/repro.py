@@ -26,9 +26,11 @@ EXIT_ERROR, EXIT_DAMAGED = 2, 3
 
 
 def uncaught(kind, value, tb):
-    """Any error this script did not foresee is exit 2 (an error), never Python's 1, which is MISMATCH here."""
+    """Any error this script did not foresee is exit 2 (an error), never Python's 1, which is MISMATCH here.
+    Its traceback quotes the kernel file's lines and the error's text: each line shown escaped (kcdata.shown)."""
     import traceback
-    traceback.print_exception(kind, value, tb)
+    for line in "".join(traceback.format_exception(kind, value, tb)).splitlines():
+        print(kcdata.shown(line), file=sys.stderr)
     sys.stderr.flush()
     os._exit(EXIT_ERROR)
 
@@ -37,7 +39,7 @@ sys.excepthook = uncaught
 
 
 def fail(message):
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {kcdata.shown(message)}", file=sys.stderr)
     sys.exit(EXIT_ERROR)
 
 

@@ -1018,6 +1018,27 @@ print("ok")
       expect(run.err).toContain("repro.py needs PyTorch and Triton");
       expect(run.code).toBe(2); // an error, as its docstring and the README say (1 is a MISMATCH)
     }
+    // an error's text and a traceback (which quotes the kernel file's lines) reach the terminal escaped: a stand-in torch
+    // whose import fails, then one whose cuda.is_available raises
+    const fake = join(out, "..", "fake-py");
+    mkdirSync(join(fake, "torch"), { recursive: true });
+    mkdirSync(join(fake, "triton"), { recursive: true });
+    writeFileSync(join(fake, "triton/__init__.py"), "");
+    const hostile = "x\\x1b]52;c;ZWNobw==\\x07\\x1b[2Jy\\u202e";
+    writeFileSync(join(fake, "torch/__init__.py"), `raise RuntimeError("${hostile}")\n`);
+    const failed = sh([PY!, join(out, "repro.py"), "--no-verify"], { env: { PYTHONPATH: fake } });
+    expect(failed.err).toContain("RuntimeError: x\\x1b]52;c;ZWNobw==\\x07\\x1b[2Jy\\u202e");
+    expect(failed.err).not.toMatch(/[\x1b\x07\u202e]/);
+    expect(failed.code).toBe(2);
+    writeFileSync(
+      join(fake, "torch/__init__.py"),
+      `class _Cuda:\n    def is_available(self):\n        raise ValueError("${hostile}")  # ${hostile}\ncuda = _Cuda()\n`,
+    );
+    const traced = sh([PY!, join(out, "repro.py"), "--no-verify"], { env: { PYTHONPATH: fake } });
+    expect(traced.err).toContain("Traceback (most recent call last):");
+    expect(traced.err).toContain("ValueError: x\\x1b]52;c;ZWNobw==\\x07\\x1b[2Jy\\u202e");
+    expect(traced.err).not.toMatch(/[\x1b\x07\u202e]/);
+    expect(traced.code).toBe(2);
     const readme = readFileSync(join(out, "README.md"), "utf8");
     expect(readme).toContain("TRITON_INTERPRET=1 python3 repro.py");
   });

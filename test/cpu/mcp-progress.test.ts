@@ -95,7 +95,9 @@ describe("progress notifications", () => {
     const c = await connected({ progressMs: 200, jobs: 1 });
     const a = await slowFailingBuild(3);
     const b = await slowFailingBuild(0);
-    const mine = () => readdirSync(tmpdir()).filter((n) => n.startsWith(`kerncap-evaluate-${process.pid}-`));
+    // this process's candidate folders made since (other test files in this process may leave theirs)
+    const earlier = new Set(readdirSync(tmpdir()));
+    const mine = () => readdirSync(tmpdir()).filter((n) => n.startsWith(`kerncap-evaluate-${process.pid}-`) && !earlier.has(n));
     const first = c.callTool({ name: "validate", arguments: { dir: a.dir } }, undefined, { timeout: 20_000 });
     await until(() => existsSync(a.pids)); // the first holds the slot
     const seen: ProgressUpdate[] = [];
