@@ -14,7 +14,7 @@
  */
 import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { captureLibraryEnv, withoutCaptureSettings } from "../env.ts";
@@ -334,7 +334,8 @@ async function finalizeCaptureSet(
     const name = captureSubfolder(Number(n), raw.kernel.demangled || raw.kernel.name);
     const target = typeof raw.target === "number" && raw.target >= 0 ? raw.target : 0;
     const pattern = patterns[target] ?? req.kernel;
-    for (const f of captureFiles()) if (existsSync(join(tmp, f))) copyFileSync(join(tmp, f), join(d, f)); // what each frontend's enrichment reads (Frontend.captureFiles)
+    // what each frontend's enrichment reads (Frontend.captureFiles: files and folders its capture-time code wrote)
+    for (const f of captureFiles()) if (existsSync(join(tmp, f))) cpSync(join(tmp, f), join(d, f), { recursive: true, verbatimSymlinks: true });
     const enrich = captureEnrichment({ tmpDir: d, raw, pattern, command: req.argv }, frontendOptions);
     const manifest = await finalizeCapture(raw, {
       tmpDir: d,
@@ -350,6 +351,7 @@ async function finalizeCaptureSet(
   if (!done.length)
     throw new KerncapError("E_CAPTURE_FAILED", "none of the captures of this run completed", { hint: "Run with --verbose for the library's log." });
   rmSync(root, { recursive: true, force: true });
+  for (const f of captureFiles()) rmSync(join(tmp, f), { recursive: true, force: true }); // each capture has its copy
   rmSync(join(tmp, TEMP_MARKER), { force: true });
   writeFileSync(
     join(tmp, CAPTURE_SET_FILE),

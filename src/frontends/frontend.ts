@@ -162,9 +162,10 @@ export interface Frontend<Options = unknown> {
   /** Its `kerncap doctor` checks of this machine (Triton: python3, triton, torch), in the environment `env`; never throws. */
   doctor?(env: Record<string, string | undefined>): DoctorCheck[];
   /**
-   * Files its capture-time code writes into the capture library's output folder beside the
-   * captures (Triton: the shim's triton.jsonl), which every capture of a run reads at its
-   * enrichment: copied into each capture's own folder first (src/capture/session.ts).
+   * Files and folders its capture-time code writes into the capture library's output folder beside
+   * the captures (Triton: the shim's triton.jsonl and triton-src/), which every capture of a run
+   * reads at its enrichment: copied into each capture's own folder first, and gone from a capture
+   * set's root after (src/capture/session.ts); a folder among them its enrichment removes.
    */
   readonly captureFiles?: readonly string[];
   /**

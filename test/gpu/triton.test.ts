@@ -53,6 +53,10 @@ describe.skipIf(SKIP)("Triton: autotuned hand-written matmul", () => {
     expect(s.signature.a_ptr).toBe("*fp16");
     expect(existsSync(join(out, "build.sh"))).toBe(true);
     expect(readFileSync(join(out, "src/matmul_kernel.py"), "utf8")).toContain("def _scale(acc, ALPHA: tl.constexpr)");
+    // the shim's source copies went into src/original/: the capture packs (pack refused a Triton capture that kept triton-src/)
+    expect(existsSync(join(out, "triton-src"))).toBe(false);
+    const packed = kc(["pack", out, "-o", `${out}.zip`, "--force"]);
+    expect(packed.code, packed.stderr).toBe(0);
     measurements.matmulCapture = { seconds: cap.seconds, best, launch: s.launch };
   });
 

@@ -10,7 +10,7 @@ import { TRITON_ENV_VARS } from "./env.ts";
 import { tritonKernelFile, tritonRunFiles } from "./runs.ts";
 import { tritonRebuiltLaunch } from "./launch.ts";
 import { regionTypesFromSignature } from "./numerics.ts";
-import { TRITON_RECORDS, tritonEnv, tritonFinalize } from "./shim.ts";
+import { TRITON_RECORDS, TRITON_SOURCE_COPIES, tritonEnv, tritonFinalize } from "./shim.ts";
 import { TRITON_TEMPLATES } from "./templates.ts";
 import { tritonTune } from "./tune.ts";
 
@@ -19,7 +19,7 @@ export const tritonFrontend: Frontend = {
   label: "Triton",
   env: TRITON_ENV_VARS,
   doctor: checkPython,
-  captureFiles: [TRITON_RECORDS],
+  captureFiles: [TRITON_RECORDS, TRITON_SOURCE_COPIES],
   runFiles: tritonRunFiles,
   validates: true,
   buildRunsSource: true,

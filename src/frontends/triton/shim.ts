@@ -4,7 +4,7 @@
  * and, after the capture, the join of its records with the captured cubin (manifest.source,
  * kernel.frontend = "triton", the reproducer project).
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import shimFile from "./sitecustomize.py" with { type: "file" };
 import { cachedFolder } from "../../cache.ts";
@@ -17,6 +17,13 @@ import { joinTriton, parseTritonJsonl, type TritonSource } from "./join.ts";
 
 /** The shim's records (compiles and launches, one JSON object a line), in the capture library's output folder. */
 export const TRITON_RECORDS = "triton.jsonl";
+/**
+ * The shim's copies of the kernels' source files (sitecustomize.py: triton-src/<sha16>-<name>), in
+ * the same folder: the reproducer copies the captured kernel's into src/original/, and the folder
+ * goes before the rename (a capture holds no folder but src/, kernel/, memory/, profile/,
+ * processes/: pack refused every Triton capture that kept it).
+ */
+export const TRITON_SOURCE_COPIES = "triton-src";
 
 /** Folder holding sitecustomize.py (KERNCAP_TRITON_SHIM overrides it). */
 export async function tritonShimDir(): Promise<string> {
@@ -55,7 +62,10 @@ export function tritonFinalize(
   command: string[],
 ): Enrichment {
   const jsonl = join(tmpDir, TRITON_RECORDS);
-  if (!existsSync(jsonl) || !raw.module || raw.module.kind !== "cubin") return {};
+  const copies = join(tmpDir, TRITON_SOURCE_COPIES);
+  const dropCopies = () => rmSync(copies, { recursive: true, force: true });
+  const notTriton = () => (dropCopies(), {});
+  if (!existsSync(jsonl) || !raw.module || raw.module.kind !== "cubin") return notTriton();
   let source: TritonSource | undefined;
   try {
     const records = parseTritonJsonl(readFileSync(jsonl, "utf8"));
@@ -69,11 +79,11 @@ export function tritonFinalize(
     );
   } catch (e) {
     log.warn(`Triton metadata not joined: ${(e as Error).message}`);
-    return {};
+    return notTriton();
   }
   if (!source) {
     log.debug("no Triton compile record has the captured cubin's hash: not a Triton kernel");
-    return {};
+    return notTriton();
   }
   raw.frontend = "triton";
   if (source.launch.kind === "autotune-benchmark") {
@@ -89,7 +99,7 @@ export function tritonFinalize(
         const r = renderTritonReproducer({
           outDir: dir,
           source: s,
-          sourceCopies: join(dir, "triton-src"),
+          sourceCopies: copies,
           command,
           match: pattern,
           matchIndex: raw.kernel.match_index,
@@ -99,6 +109,8 @@ export function tritonFinalize(
         log.debug(`Triton reproducer: ${r.files.join(", ")}`);
       } catch (e) {
         log.warn(`no Triton reproducer: ${(e as Error).message.split(dir).join(finalDir)}`);
+      } finally {
+        dropCopies();
       }
     },
   };

@@ -7,12 +7,14 @@
  * cubin, plus the bad inputs (edit, syntax error, version mismatch, --force, no Triton).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { renderTritonReproducer } from "../../../../src/frontends/triton/repro.ts";
 import { accountLaunch, joinTriton, parseTritonJsonl, type TritonCompileRecord } from "../../../../src/frontends/triton/join.ts";
-import { shimPythonPath } from "../../../../src/frontends/triton/shim.ts";
+import { shimPythonPath, TRITON_RECORDS, TRITON_SOURCE_COPIES, tritonFinalize } from "../../../../src/frontends/triton/shim.ts";
+import { foreignEntry } from "../../../../src/format/archive-common.ts";
 
 /** The shim's folder (sitecustomize.py), put on PYTHONPATH as kerncap run does; the fake packages and apps. */
 const SHIM = resolve(import.meta.dir, "../../../../src/frontends/triton");
@@ -172,6 +174,49 @@ describe.skipIf(!PY)("Triton shim (fake triton, python3)", () => {
 });
 
 describe("joinTriton (pure)", () => {
+  test("the shim's source copies (triton-src/) leave the capture folder: into src/original/ for a Triton kernel, dropped for another (pack refuses a folder no capture holds)", async () => {
+    const cubin = Buffer.from("a cubin the app launched");
+    const chosen = records.filter((r): r is TritonCompileRecord => r.event === "compile")[2]!;
+    const folder = (name: string, sha: string) => {
+      const d = join(tmp, name);
+      cpSync(out, d, { recursive: true });
+      mkdirSync(join(d, "kernel"), { recursive: true });
+      writeFileSync(join(d, "kernel/module.cubin"), cubin);
+      const lines = readFileSync(join(d, TRITON_RECORDS), "utf8").split("\n").filter(Boolean);
+      writeFileSync(
+        join(d, TRITON_RECORDS),
+        lines.map((l) => (JSON.parse(l).cubin_sha256 === chosen.cubin_sha256 ? l.replace(chosen.cubin_sha256!, sha) : l)).join("\n") + "\n",
+      );
+      expect(existsSync(join(d, TRITON_SOURCE_COPIES, chosen.source_copy!))).toBe(true);
+      return d;
+    };
+    const raw = (kind: string) =>
+      ({
+        frontend: "cuda",
+        module: { file: "kernel/module.cubin", kind, source: "cuModuleLoadData" },
+        launch: { shared_mem_bytes: 0 },
+        device: { name: "H200", arch: "sm_90" },
+        kernel: { name: "scale_kernel", match_index: 3, counts_benchmarks: true },
+      }) as any;
+    const triton = folder("cap-triton", createHash("sha256").update(cubin).digest("hex"));
+    const e = tritonFinalize(triton, raw("cubin"), "scale", ["python3", "fake_app.py"]);
+    expect(e.source).toBeDefined();
+    await e.beforeRename!(triton, {} as any, join(tmp, "final"));
+    expect(readFileSync(join(triton, "src/original/fake_app.py"), "utf8")).toContain("def scale_kernel");
+    expect(existsSync(join(triton, TRITON_SOURCE_COPIES))).toBe(false);
+    // every folder left is a capture's (pack's rule for what lies in a folder)
+    const folders = readdirSync(triton, { withFileTypes: true }).filter((d) => d.isDirectory());
+    expect(folders.map((d) => d.name).sort()).toEqual(["kernel", "src"]);
+    expect(folders.filter((d) => foreignEntry(`${d.name}/x`, new Set()))).toEqual([]);
+    // a kernel no record claims (a cuBLAS GEMM of a Triton app): nothing enriched, the copies gone all the same
+    const other = folder("cap-other", "0".repeat(64));
+    expect(tritonFinalize(other, raw("cubin"), "scale", ["python3", "fake_app.py"])).toEqual({});
+    expect(existsSync(join(other, TRITON_SOURCE_COPIES))).toBe(false);
+    const fatbin = folder("cap-fatbin", "0".repeat(64));
+    expect(tritonFinalize(fatbin, raw("fatbin"), "scale", ["python3", "fake_app.py"])).toEqual({});
+    expect(existsSync(join(fatbin, TRITON_SOURCE_COPIES))).toBe(false);
+  });
+
   test("prefers the record with source; unknown launch kind when Triton saw no launches", () => {
     const base = {
       event: "compile",
