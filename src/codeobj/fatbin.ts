@@ -24,6 +24,7 @@
  *       --compress-mode=speed and default/size/balance; the a/f bits from -arch=sm_100a / sm_100f)
  *   +56 u64 uncompressed bytes (0 when not compressed)
  */
+import { zstdDecompressSync } from "node:zlib";
 import { KerncapError } from "../errors.ts";
 import { cubinArch, cubinTarget } from "./cubin.ts";
 import { EM_CUDA, isElf, parseElf } from "./elf.ts";
@@ -133,15 +134,38 @@ export function fatbinEntries(bytes: Uint8Array): FatbinEntry[] {
   return out;
 }
 
+/**
+ * The most bytes one fatbin entry may decompress to, 256 MiB (one cubin of one architecture: a
+ * library's largest are tens of MB): a 160 KB zstd frame of run-length blocks expands to 5 GiB
+ * (adversary 63: export and validate of a received capture held 5 GiB, the module never shown by
+ * the trust prompt). A frame is cut at the size its entry's header gives, or at this bound.
+ */
+export const FATBIN_ENTRY_MAX = 256 << 20;
+
 function decompressEntry(stored: Uint8Array, compression: "none" | "lz4" | "zstd", rawSize: number, at: number): Uint8Array {
   try {
     if (compression === "none") return stored;
-    const out = compression === "zstd" ? new Uint8Array(Bun.zstdDecompressSync(stored)) : lz4BlockDecompress(stored, rawSize);
+    if (rawSize > FATBIN_ENTRY_MAX)
+      throw new Error(`its header says ${rawSize} bytes decompressed, more than the ${FATBIN_ENTRY_MAX >> 20} MiB an entry may hold`);
+    // the zstd frame stops at the size the header gives (or the bound): a bomb is cut, never held whole
+    const limit = rawSize || FATBIN_ENTRY_MAX;
+    const out = compression === "zstd" ? zstd(stored, limit) : lz4BlockDecompress(stored, rawSize);
     if (rawSize && out.length !== rawSize) throw new Error(`decompressed to ${out.length} bytes, header says ${rawSize}`);
     return out;
   } catch (e) {
     if (e instanceof KerncapError) throw e;
     throw fatbinError(`${compression} payload of the entry at offset ${at}: ${(e as Error).message}`);
+  }
+}
+
+/** A zstd payload decompressed to at most `limit` bytes. @throws Error past it */
+function zstd(stored: Uint8Array, limit: number): Uint8Array {
+  try {
+    return new Uint8Array(zstdDecompressSync(stored, { maxOutputLength: limit }));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE")
+      throw new Error(`decompresses past ${limit} bytes${limit === FATBIN_ENTRY_MAX ? " (the most an entry may hold)" : ", the size its header gives"}`);
+    throw e;
   }
 }
 

@@ -12,6 +12,7 @@ import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { buildChildEnv, buildTimeoutSetting, reproducerBuildEnv, sandboxOff, type Env } from "../env.ts";
 import { privateTempFolder } from "../cache.ts";
+import { type Capped, readCapped } from "../util/stream-text.ts";
 import { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { readManifest } from "../format/capture-dir.ts";
@@ -142,8 +143,18 @@ async function runInGroup(
     const abort = () => killGroup(p.pid, "SIGKILL");
     if (signal?.aborted) abort();
     signal?.addEventListener("abort", abort);
+    // a source of 200 KB can make the compiler print 20 GB of warnings, each quoting its line (adversary 63: validate of a
+    // received capture held 13.7 GB and ended out of memory): past BUILD_OUTPUT_MAX the group is killed, a build failure
+    const over = () => killGroup(p.pid, "SIGKILL");
     try {
-      [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+      let o: Capped, e: Capped;
+      [o, e, code] = await Promise.all([readCapped(p.stdout, BUILD_OUTPUT_MAX, over), readCapped(p.stderr, BUILD_OUTPUT_MAX, over), p.exited]);
+      out = o.text;
+      err = e.text;
+      if (o.cut || e.cut) {
+        err += `\nkerncap: the build wrote more than ${BUILD_OUTPUT_MAX >> 20} MiB to its ${o.cut ? "stdout" : "stderr"}: stopped (a source whose every line warns, or messages without end)\n`;
+        code = code || 1;
+      }
     } finally {
       unhook();
       signal?.removeEventListener("abort", abort);
@@ -157,6 +168,13 @@ async function runInGroup(
   if (sig) throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild; nothing was replayed", { exitCode: signalExitCode(sig) });
   return { out, err, code };
 }
+
+/**
+ * The most bytes a build command's stdout, and its stderr, may write (32 MiB each): kerncap holds
+ * them to report the compiler's messages, and a real build's are a few MB at most (a template
+ * error's backtrace). Past it the build is stopped and failed (runInGroup).
+ */
+export const BUILD_OUTPUT_MAX = 32 << 20;
 
 /**
  * A confined build's limits (validate --confine, kerncap mcp), and a received capture's: data size

@@ -15,11 +15,11 @@ import type { Subprocess } from "bun";
 import { existsSync, statSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
-import { lines } from "../check/worker.ts";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { jsonDocument } from "../format/documents.ts";
 import { killGroup, PARENT_PID_VAR, type StopSignal } from "../process-group.ts";
 import { selfCommand, selfEnv } from "../util/self-exec.ts";
+import { readCapped, tailLines } from "../util/stream-text.ts";
 import type { ToolProgress } from "./progress.ts";
 
 /** Tool children at once unless `kerncap mcp --jobs` says otherwise: half the cores, at least 2, at most 8. */
@@ -215,16 +215,23 @@ async function spawnVerb(
   const cancel = () => children.stop("SIGTERM", p.pid);
   signal?.addEventListener("abort", cancel, { once: true });
   let out: string, err: string, code: number;
+  let cut = false;
   try {
-    [out, err, code] = await Promise.all([
-      // eval's records, each as it finishes, in the notifications' _meta (./progress.ts stdoutLine)
-      progress && argv[0] === "eval" ? streamLines(p.stdout, (l) => progress.stdoutLine(l)) : new Response(p.stdout).text(),
-      progress ? streamLines(p.stderr, (l) => progress.line(l)) : new Response(p.stderr).text(),
-      p.exited,
-    ]);
+    // held with bounds (adversary 63: a build's messages without end, read whole): stdout up to CHILD_STDOUT_MAX (past it
+    // the child is stopped), of eval's JSON Lines the last ones, of stderr the last CHILD_STDERR_TAIL
+    const over = () => {
+      cut = true;
+      children.stop("SIGTERM", p.pid);
+    };
+    const stdout =
+      progress && argv[0] === "eval"
+        ? tailLines(p.stdout, CHILD_STDOUT_MAX, (l) => progress.stdoutLine(l)) // eval's records, each as it finishes, in the notifications' _meta (./progress.ts stdoutLine)
+        : readCapped(p.stdout, CHILD_STDOUT_MAX, over).then((c) => c.text);
+    [out, err, code] = await Promise.all([stdout, tailLines(p.stderr, CHILD_STDERR_TAIL, progress && ((l) => progress.line(l))), p.exited]);
   } finally {
     signal?.removeEventListener("abort", cancel);
   }
+  if (cut) return errorResult(new KerncapError("E_TOOL", `kerncap ${argv[0]} wrote more than ${CHILD_STDOUT_MAX >> 20} MiB to its stdout: stopped`));
   let doc: Record<string, unknown>;
   try {
     doc = lastDocument(out);
@@ -241,15 +248,10 @@ async function spawnVerb(
   return result(doc, code === 2 || code > 2, code >= 2 ? tail : undefined);
 }
 
-/** A child's stderr, whole, with each line handed to `onLine` as it comes. */
-async function streamLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void): Promise<string> {
-  let all = "";
-  for await (const l of lines(stream)) {
-    all += `${l}\n`;
-    onLine(l);
-  }
-  return all;
-}
+/** The most bytes of a tool child's stdout (its JSON document) the server holds: past it the child is stopped, E_TOOL. */
+const CHILD_STDOUT_MAX = 64 << 20;
+/** The most of a tool child's stderr the server holds: its last 1 MiB (a failure shows its last 40 lines). */
+const CHILD_STDERR_TAIL = 1 << 20;
 
 /** The verb's JSON document: stdout whole, or its last line when it streams JSON Lines (eval --json). @throws SyntaxError when neither is JSON */
 function lastDocument(out: string): Record<string, unknown> {

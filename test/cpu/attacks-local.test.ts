@@ -47,7 +47,7 @@ import { KerncapError } from "../../src/errors.ts";
 import { privateTempFolder, sharedParentRisk } from "../../src/cache.ts";
 import { isPrivateGroup } from "../../src/user-group.ts";
 import { stageTrustedBuild } from "../../src/format/staged-build.ts";
-import { runBuildCommand } from "../../src/frontends/build.ts";
+import { BUILD_OUTPUT_MAX, runBuildCommand } from "../../src/frontends/build.ts";
 import { tempFor } from "../../src/leftovers.ts";
 import { makePrivateTemp } from "../../src/util/write-file.ts";
 import { checkOptions, deadPid, fakeOutcome, makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
@@ -761,6 +761,28 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
     const shared = await runBuildCommand(["bash", "-c", 'echo "$TMPDIR"'], process.cwd(), { ...process.env, TMPDIR: "/tmp" }, undefined, { sharedTmp: true });
     expect(shared.out.trim()).toBe("/tmp");
   });
+
+  test("a build that writes messages without end is stopped past 32 MiB and failed, its first 32 MiB kept (a 200 KB source made 20 GB of warnings: adversary 63)", async () => {
+    const t0 = performance.now();
+    // 4 GiB of a warning line on stderr, then a marker the build never reaches; stdout the same, alone
+    const r = await runBuildCommand(["bash", "-c", 'yes "k.cu(1): warning: expression has no effect" | head -c 4G >&2; echo finished'], process.cwd(), {
+      ...process.env,
+    });
+    expect(performance.now() - t0).toBeLessThan(20_000);
+    expect(r.code).not.toBe(0);
+    expect(r.out).toBe("");
+    expect(r.err.startsWith("k.cu(1): warning: expression has no effect\n")).toBe(true);
+    expect(r.err).toContain("kerncap: the build wrote more than 32 MiB to its stderr: stopped");
+    expect(r.err.length).toBeLessThan(BUILD_OUTPUT_MAX + 1024);
+    expect(r.err.length).toBeGreaterThan(BUILD_OUTPUT_MAX - 1024);
+    const o = await runBuildCommand(["bash", "-c", "head -c 4G /dev/zero"], process.cwd(), { ...process.env });
+    expect(o.code).not.toBe(0);
+    expect(o.out.length).toBe(BUILD_OUTPUT_MAX);
+    expect(o.err).toContain("more than 32 MiB to its stdout");
+    // within the bound: all of it, the build's own status
+    const ok = await runBuildCommand(["bash", "-c", "head -c 1M /dev/zero | tr '\\0' x; echo >&2 fine"], process.cwd(), { ...process.env });
+    expect([ok.code, ok.out.length, ok.err]).toEqual([0, 1 << 20, "fine\n"]);
+  }, 60_000);
 
   test("privateTempFolder: a TMPDIR others can write and not sticky (0777, a 2770 team folder) is refused (E_TMPDIR), nothing made there; a sticky or private one is used, the folder 0700 and the user's", async () => {
     const f = folders();

@@ -46,6 +46,51 @@ describe("fatbinEntries on synthetic input", () => {
   });
 });
 
+/** A fatbin of one sm_90 cubin entry whose payload is `payload`, stored with `flags` (0x8000 zstd, 0x2000 LZ4), its header saying `rawSize` bytes decompressed. */
+function oneEntryFatbin(payload: Uint8Array, flags: number, rawSize: number): Uint8Array {
+  const b = new Uint8Array(16 + 64 + payload.length);
+  const dv = new DataView(b.buffer);
+  dv.setUint32(0, FATBIN_MAGIC, true);
+  dv.setUint16(4, 1, true);
+  dv.setUint16(6, 16, true);
+  dv.setBigUint64(8, BigInt(64 + payload.length), true);
+  dv.setUint16(16, 2, true); // an ELF (cubin) entry
+  dv.setUint32(16 + 4, 64, true);
+  dv.setBigUint64(16 + 8, BigInt(payload.length), true);
+  dv.setUint32(16 + 16, payload.length, true);
+  dv.setUint32(16 + 28, 90, true);
+  dv.setBigUint64(16 + 40, BigInt(flags), true);
+  dv.setBigUint64(16 + 56, BigInt(rawSize), true);
+  b.set(payload, 80);
+  return b;
+}
+
+/** A zstd frame (no content size) of `blocks` run-length blocks of 128 KiB zeros each: 4 bytes a block. */
+function zstdRleBomb(blocks: number): Uint8Array {
+  const out = [0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38]; // magic; no content size, no checksum; a 128 KiB window
+  for (let i = 0; i < blocks; i++) {
+    const h = ((128 << 10) << 3) | (1 << 1) | (i === blocks - 1 ? 1 : 0); // size, RLE, last
+    out.push(h & 0xff, (h >> 8) & 0xff, (h >> 16) & 0xff, 0x00);
+  }
+  return new Uint8Array(out);
+}
+
+describe("compressed entries with bounds (adversary 63: 160 KB of zstd made 5 GiB)", () => {
+  test("a zstd bomb past 256 MiB is cut, never held whole; past the header's size too; an LZ4 size past the bound is refused before anything is made", () => {
+    const t0 = performance.now();
+    const bomb = fatbinEntries(oneEntryFatbin(zstdRleBomb(40_000), 0x8000, 0))[0]!; // 40 000 × 128 KiB = 5 GiB in 160 KB
+    expect(() => bomb.bytes()).toThrow(/zstd payload of the entry at offset 16: decompresses past 268435456 bytes \(the most an entry may hold\)/);
+    expect(codeOf(() => bomb.bytes())).toBe("E_FATBIN");
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    const small = fatbinEntries(oneEntryFatbin(zstdRleBomb(8), 0x8000, 1 << 20))[0]!; // 1 MiB declared, 1 MiB made: read
+    expect(small.bytes().length).toBe(1 << 20);
+    const over = fatbinEntries(oneEntryFatbin(zstdRleBomb(16), 0x8000, 1 << 20))[0]!; // 2 MiB made where 1 MiB is declared
+    expect(() => over.bytes()).toThrow(/decompresses past 1048576 bytes, the size its header gives/);
+    const lz4 = fatbinEntries(oneEntryFatbin(new Uint8Array([0x10, 0x61]), 0x2000, 2 ** 40))[0]!;
+    expect(() => lz4.bytes()).toThrow(/its header says 1099511627776 bytes decompressed, more than the 256 MiB an entry may hold/);
+  });
+});
+
 describe.skipIf(!NVCC)(`fatbin readers on nvcc output${NVCC ? "" : ` (${NO_NVCC_REASON})`}`, () => {
   let fx: Fixtures;
   beforeAll(async () => {
