@@ -38,6 +38,18 @@ def uncaught(kind, value, tb):
 sys.excepthook = uncaught
 
 
+def warned(message, category, filename, lineno, file=None, line=None):
+    """A warning (compile()'s SyntaxWarning quotes the kernel file's line) shown escaped, as an error is."""
+    import warnings
+    for text in warnings.formatwarning(message, category, filename, lineno, line).splitlines():
+        print(kcdata.shown(text), file=sys.stderr)
+
+
+import warnings  # noqa: E402
+
+warnings.showwarning = warned
+
+
 def fail(message):
     print(f"error: {kcdata.shown(message)}", file=sys.stderr)
     sys.exit(EXIT_ERROR)

@@ -1039,6 +1039,14 @@ print("ok")
     expect(traced.err).toContain("ValueError: x\\x1b]52;c;ZWNobw==\\x07\\x1b[2Jy\\u202e");
     expect(traced.err).not.toMatch(/[\x1b\x07\u202e]/);
     expect(traced.code).toBe(2);
+    // a warning compile() gives quotes the kernel file's line (Python prints it raw): shown escaped too
+    writeFileSync(join(fake, "torch/__init__.py"), "class _Cuda:\n    def is_available(self):\n        return False\ncuda = _Cuda()\n");
+    const kernelFile = join(out, JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8")).triton.kernelFile);
+    writeFileSync(kernelFile, `${readFileSync(kernelFile, "utf8")}\n_kc = 0 is 1  # \x1b]0;PWNED\x07\x1b[2J \u202etxt.exe\n`);
+    const warned = sh([PY!, join(out, "repro.py"), "--no-verify"], { env: { PYTHONPATH: fake, TRITON_INTERPRET: "1" } });
+    expect(warned.err).toContain("SyntaxWarning");
+    expect(warned.err).toContain("_kc = 0 is 1  # \\x1b]0;PWNED\\x07\\x1b[2J \\u202etxt.exe");
+    expect(warned.err).not.toMatch(/[\x1b\x07\u202e]/);
     const readme = readFileSync(join(out, "README.md"), "utf8");
     expect(readme).toContain("TRITON_INTERPRET=1 python3 repro.py");
   });
