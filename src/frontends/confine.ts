@@ -119,21 +119,29 @@ export interface Diagnostic {
   text: string;
 }
 
+/** The most diagnostics a build error gives (kerncap.error/1 details.diagnostics). */
+export const DIAGNOSTICS_MAX = 1000;
+
 /**
  * The diagnostics in a build's output, in order, in both compilers' forms (EDG's `f.cu(12): error:
  * …`, nvcc's front end; GCC's `f.cu:12:5: fatal error: …`, its preprocessor and host compiler),
  * paths read against `dir` (the capture folder). `captureOnly` (a confined build): only those of
- * files under the capture's src/, so that nothing names or quotes a file elsewhere.
+ * files under the capture's src/, so that nothing names or quotes a file elsewhere. At most
+ * DIAGNOSTICS_MAX, the first (a line that warns 100 000 times filled a document with them:
+ * adversary 63); each file's path resolved once.
  */
 export function parseDiagnostics(dir: string, output: string, o: { captureOnly: boolean }): Diagnostic[] {
   const root = real(dir);
   const src = real(resolve(dir, "src"));
   const out: Diagnostic[] = [];
+  const resolved = new Map<string, string>();
   for (const line of output.split("\n")) {
+    if (out.length >= DIAGNOSTICS_MAX) break;
     for (const re of DIAGNOSTIC) {
       const d = re.exec(line);
       if (!d) continue;
-      const p = real(resolve(dir, d[1]!));
+      let p = resolved.get(d[1]!);
+      if (p === undefined) resolved.set(d[1]!, (p = real(resolve(dir, d[1]!))));
       if (o.captureOnly && !under(p, src)) break;
       const kind = d[4]!;
       out.push({

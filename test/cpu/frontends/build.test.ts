@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isKerncapError } from "../../../src/errors.ts";
 import { buildFailureHint, buildReproducer, buildTimeout, CONFINED_SECONDS, FIX_AND_VALIDATE } from "../../../src/frontends/build.ts";
-import { parseDiagnostics } from "../../../src/frontends/confine.ts";
+import { DIAGNOSTICS_MAX, parseDiagnostics } from "../../../src/frontends/confine.ts";
 import { makeCapture, tempDir, kerncapErrorOf } from "../fixtures.ts";
 
 const thrown = kerncapErrorOf;
@@ -58,6 +58,12 @@ test("parseDiagnostics: nvcc's EDG form and GCC's, files relative to the capture
   // a confined build's: none of a file outside src/
   expect(parseDiagnostics(dir, out, { captureOnly: true }).map((d) => d.file)).not.toContain("/usr/include/stdio.h");
   expect(parseDiagnostics(dir, out, { captureOnly: true })).toHaveLength(5);
+  // a line that warns 100 000 times (adversary 63): the first DIAGNOSTICS_MAX, at once
+  const t0 = performance.now();
+  const flood = parseDiagnostics(dir, `${dir}/src/saxpy.cu(25): warning: expression has no effect\n`.repeat(100_000), { captureOnly: true });
+  expect(flood).toHaveLength(DIAGNOSTICS_MAX);
+  expect(flood[0]).toEqual({ file: "src/saxpy.cu", line: 25, column: null, severity: "warning", text: "expression has no effect" });
+  expect(performance.now() - t0).toBeLessThan(2000);
 });
 
 test("KERNCAP_BUILD_TIMEOUT: a whole number of seconds, else E_USAGE; unset: none on the command line, CONFINED_SECONDS for a limited build", () => {
