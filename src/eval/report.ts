@@ -332,12 +332,12 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
   if (bad.length) {
     const codes = [...new Set(bad.map(codeOf))].join(", ");
     parts.push(
-      `${bad.map((c) => one(c.label)).join(", ")} ${bad.length > 1 ? "do" : "does"} not fit the capture's src/ (${codes}: the reason says why); fix ${bad.length > 1 ? "them" : "it"}, no rerun changes that`,
+      `${bad.map((c) => one(c.label)).join(", ")} ${bad.length > 1 ? "do" : "does"} not fit the capture's src/ (${codes}: the reason says why); fix ${bad.length > 1 ? "them" : "it"}: running again as ${bad.length > 1 ? "they are" : "it is"} changes nothing`,
     );
   }
   if (refused.length)
     parts.push(
-      `${refused.map((c) => one(c.label)).join(", ")} ${refused.length > 1 ? "were" : "was"} refused by the confined build (E_CONFINED: the reason says what it read or names); no rerun changes that`,
+      `${refused.map((c) => one(c.label)).join(", ")} ${refused.length > 1 ? "were" : "was"} refused by the confined build (E_CONFINED: the reason says what it read or names); running again as ${refused.length > 1 ? "they are" : "it is"} changes nothing`,
     );
   if (noGpu.length)
     parts.push(
@@ -345,7 +345,7 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
         ? `${plural(noGpu.length, "candidate")} ran where there was no GPU: run ${noGpu.length > 1 ? "their shards" : "its shard"} again with --resume on a machine with the capture's GPU (their kept builds are judged, not built again)`
         : how === "jsonl"
           ? `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (the same command with --resume on a machine with the capture's GPU ${noGpu.some((c) => r.records.some((x) => x.candidate === c.candidate && x.copy)) ? "judges their kept builds" : "builds and judges them: none was kept here"})`
-          : `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (run the eval on a machine with the capture's GPU)`,
+          : `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (run the eval on a machine with the capture's GPU; here, --build-only --jsonl FILE builds and keeps them, and the same command with --resume there judges them)`,
     );
   if (rest) {
     const again =

@@ -379,8 +379,11 @@ describe("the end of a check with errors", () => {
     mkdirSync(root);
     const { dir } = writeDemo(join(root, "broken"), false);
     appendFileSync(join(dir, "kernel/params.bin"), "x");
-    const { value, err } = await stderrOf(() => runCli(["check", root, "--results", join(tempDir(), "r"), "--print-summary", "none"]));
+    const results = join(tempDir(), "r");
+    const { value, err } = await stderrOf(() => runCli(["check", root, "--results", results, "--print-summary", "none"]));
     expect(value).toBe(2);
+    expect(err).toContain(`results: ${join(results, "results.jsonl")} (--resume reads them`); // where the records went, said
+    expect(existsSync(join(results, "results.jsonl"))).toBe(true);
     expect(err).toContain("1 of 1 capture could not be checked: 1 E_CHECKSUM");
     expect(err).toContain("E_CHECKSUM (1: corpus/broken): the capture is damaged");
     expect(err).not.toContain("captures could not be checked");

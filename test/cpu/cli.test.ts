@@ -304,23 +304,29 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(e.hint).toContain("Fix the compile error");
     });
     test("a capture folder this user may not write: E_IO before anything builds, saying to copy it", async () => {
-      const dir = await fresh();
+      let dir = await fresh();
       writeFileSync(join(dir, "build.sh"), 'touch "$(dirname "$0")/built"; echo x.cubin\n');
       const main = join(import.meta.dir, "../../src/cli/main.ts");
       let argv: string[];
       let env: Record<string, string | undefined> = process.env;
+      let shared: string | undefined;
       if (process.getuid?.() === 0) {
         // root writes anywhere: validate as user nobody a folder that is root's (received: --trust)
         const setpriv = Bun.which("setpriv");
         if (!setpriv) throw new Error("setpriv (util-linux) is needed to run this test as root");
-        const home = tempDir();
+        // all of it in a folder nobody may enter: TMPDIR may lie under a folder only root may enter (a private 0700 TMPDIR)
+        shared = mkdtempSync("/var/tmp/kerncap-nobody-");
+        chmodSync(shared, 0o755);
+        cpSync(dir, join(shared, "cap"), { recursive: true });
+        dir = join(shared, "cap");
+        const home = join(shared, "home");
+        mkdirSync(home);
         Bun.spawnSync(["chown", "-R", "65534:65534", home]);
-        for (let p = dir; p !== "/" && p.startsWith(tmpdir()); p = join(p, "..")) chmodSync(p, 0o755);
         // nobody runs kerncap from a folder it may enter: the checkout may sit under a folder only
         // root may enter (a clone in a root-only `mktemp -d` folder), so kerncap is bundled into
         // one (and Bun copied there when nobody cannot run it where it is)
-        const prog = tempDir();
-        chmodSync(prog, 0o755);
+        const prog = join(shared, "prog");
+        mkdirSync(prog, 0o755);
         const built = Bun.spawnSync([process.execPath, "build", main, "--target=bun", "--outdir", prog], { stdout: "pipe", stderr: "pipe" });
         expect(built.exitCode, built.stderr.toString()).toBe(0);
         const asNobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"];
@@ -348,6 +354,7 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(doc.error.hint).toContain(`kerncap pack ${dir} -o ~/caps/copy.zip && kerncap unpack ~/caps/copy.zip -o ~/caps/copy`);
       expect(doc.error.hint).not.toContain("cp -r");
       expect(existsSync(join(dir, "built"))).toBe(false); // build.sh never ran
+      if (shared) rmSync(shared, { recursive: true, force: true });
     });
     test("a build.sh whose compiler is missing (exit 127): the hint names the toolchain, not an edit", async () => {
       const dir = await fresh();

@@ -16,13 +16,14 @@ import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { log } from "../../log.ts";
 import { availableParallelism } from "node:os";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { checkOutputFile, DEFAULT_RESULTS_DIR, runCheck, type CheckReport } from "../../check/check.ts";
+import { RESULTS_FILE } from "../../check/results.ts";
 import { mergeResults } from "../../check/merge.ts";
 import { checkCsv, checkHtml } from "../../check/html.ts";
 import { writeFileAtomic } from "../../util/write-file.ts";
 import { workerProcesses } from "../../check/pool.ts";
-import { CHECK_SUMMARIES, errorSummary, summaryTable } from "../../check/report.ts";
+import { CHECK_SUMMARIES, type CheckSummary, errorSummary, summaryTable } from "../../check/report.ts";
 import { plural } from "../../util/format.ts";
 import type { CheckSettings } from "../../check/runner.ts";
 import { checkWorker } from "../../ops/check.ts";
@@ -313,18 +314,28 @@ export default defineCommand({
         open: (say) => workerProcesses(settings, (l) => say(printable(l))),
       });
     }
-    if (args.report !== undefined) writeFileAtomic(resolve(String(args.report)), checkHtml(report, paths.join(" ")));
-    if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), checkCsv(report));
-    if (args.json) printJson("check", report);
-    else printText(summaryTable(report.captures, report.seconds, summary) + "\n");
-    if (report.exitCode === 1)
-      log.error(`${report.summary.mismatch + report.summary.slower} of ${plural(report.summary.captures, "capture")} regressed (mismatch or slower)`);
-    if (report.summary.error) {
-      // by code, each with what to do (as eval's unjudgedLine): a warning beside a regression, the error when there is none
-      const { line, steps } = errorSummary(report.captures, args.merge ? "merge" : "run");
-      (report.exitCode === 2 ? log.error : log.warn)(line);
-      for (const s of steps) log.info(s);
-    }
-    return report.exitCode;
+    return reportCheck(report, args, paths, summary);
   },
 });
+
+/** The check's outputs once it ran: the report files, the document or table, where the records went, the regressions and errors said; its exit code. */
+function reportCheck(report: CheckReport, args: Record<string, any>, paths: string[], summary: CheckSummary): number {
+  if (args.report !== undefined) writeFileAtomic(resolve(String(args.report)), checkHtml(report, paths.join(" ")));
+  if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), checkCsv(report));
+  if (args.json) printJson("check", report);
+  else printText(summaryTable(report.captures, report.seconds, summary) + "\n");
+  // where the records went (a new user found ./kerncap-check/ made without a word)
+  if (!args.merge)
+    log.info(
+      `results: ${printable(join(resolve(String(args.results ?? DEFAULT_RESULTS_DIR)), RESULTS_FILE))} (--resume reads them; --merge joins shards' files)`,
+    );
+  if (report.exitCode === 1)
+    log.error(`${report.summary.mismatch + report.summary.slower} of ${plural(report.summary.captures, "capture")} regressed (mismatch or slower)`);
+  if (report.summary.error) {
+    // by code, each with what to do (as eval's unjudgedLine): a warning beside a regression, the error when there is none
+    const { line, steps } = errorSummary(report.captures, args.merge ? "merge" : "run");
+    (report.exitCode === 2 ? log.error : log.warn)(line);
+    for (const s of steps) log.info(s);
+  }
+  return report.exitCode;
+}

@@ -47,7 +47,7 @@ test("a candidate that does not fit src/ (a patch that does not apply, a file sr
   for (const how of ["none", "jsonl", "merge"] as const) {
     const line = unjudgedLine(bad, how);
     expect(line).toBe(
-      "2 of 2 candidates could not be judged (error): bad.patch, other.cu do not fit the capture's src/ (E_PATCH, E_CANDIDATE: the reason says why); fix them, no rerun changes that",
+      "2 of 2 candidates could not be judged (error): bad.patch, other.cu do not fit the capture's src/ (E_PATCH, E_CANDIDATE: the reason says why); fix them: running again as they are changes nothing",
     );
     expect(line).not.toContain("--resume");
   }
@@ -60,7 +60,7 @@ test("a candidate that does not fit src/ (a patch that does not apply, a file sr
   ]);
   const line = unjudgedLine(mixed, "jsonl");
   expect(line).toStartWith("3 of 4 candidates could not be judged (error): bad.patch does not fit the capture's src/ (E_PATCH");
-  expect(line).toContain("fix it, no rerun changes that");
+  expect(line).toContain("fix it: running again as it is changes nothing");
   expect(line).toContain("there is no GPU here for 1 candidate, which built");
   expect(line).toEndWith("; 1 more: the same command with --resume tries them again");
   // --merge shows no builds and ran nowhere here: it names the shards
@@ -71,7 +71,7 @@ test("a candidate that does not fit src/ (a patch that does not apply, a file sr
   // a build the confinement refused: its author's to fix, never --resume's
   const refused = unjudgedLine(report([rec("leak.cu", "error", "E_CONFINED", "the build read 1 file outside the capture folder …")]), "jsonl");
   expect(refused).toBe(
-    "1 of 1 candidate could not be judged (error): leak.cu was refused by the confined build (E_CONFINED: the reason says what it read or names); no rerun changes that",
+    "1 of 1 candidate could not be judged (error): leak.cu was refused by the confined build (E_CONFINED: the reason says what it read or names); running again as it is changes nothing",
   );
   expect(unjudgedLine(report([rec("one.cu", "error", "E_WORKER", "died", "cap")]), "none")).toBe(
     "1 of 1 candidate could not be judged (error): rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again",
