@@ -258,6 +258,10 @@ export const DOCUMENTS = {
   }),
   "validate-build": v.looseObject({
     ...id("validate-build"),
+    /** The capture folder (absolute), as validate's and replay's documents give it (added compatibly: optional). */
+    dir: v.optional(v.string()),
+    /** "built": the module was rebuilt, nothing judged (eval's word for a candidate built and not judged; added compatibly: optional). */
+    verdict: v.optional(v.literal("built")),
     kernel: v.string(),
     /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build, the rebuilt kernel's registers and stack frame beside the captured module's. */
     rebuild: Rebuild,

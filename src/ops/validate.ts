@@ -75,6 +75,10 @@ export interface ValidateRequest extends ValidateOptions {
 
 /** validate --build-only's result: the rebuild alone (no replay). */
 export interface BuildOnlyResult {
+  /** The capture folder (absolute), as validate's and replay's documents give it. */
+  dir: string;
+  /** "built": what eval calls a candidate built and not judged (validate's own verdicts are match, mismatch, …). */
+  verdict: "built";
   kernel: string;
   /** The kernel's name demangled (the manifest's). */
   demangled: string;
@@ -172,6 +176,8 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
   // another architecture's module: its figures read for that architecture (the captured module's beside it, as captured)
   const other = o.targetArch ? { ...moduleFigures(b.module, { ...m, device: { ...m.device, arch: o.targetArch } }), targetArch: o.targetArch } : {};
   return {
+    dir: c.dir,
+    verdict: "built",
     kernel: m.kernel.name,
     demangled: m.kernel.demangled || m.kernel.name,
     rebuild: { ...rebuildFacts(c, o, b), ...other },

@@ -4,7 +4,7 @@
  * (a real CUDA reproducer: needs nvcc). The MCP tool `build` runs the same command confined.
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
@@ -42,6 +42,7 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     const doc = JSON.parse(json.stdout.toString());
     expect(() => v.parse(DOCUMENTS["validate-build"], doc)).not.toThrow();
     expect(doc.schema).toBe("kerncap.validate-build/1");
+    expect([doc.dir, doc.verdict]).toEqual([realpathSync(dir), "built"]); // as validate's and replay's documents say the folder; eval's word for built
     // build.sh's module, or the pruned TU's once the first build showed it gives the same machine code (the cost model's choice on this machine)
     expect(doc.rebuild.module).toMatch(doc.rebuild.builder === "pruned" ? /build\/pruned\/kernel\.cubin$/ : /build\/kernel\.cubin$/);
     expect(existsSync(join(dir, "build/kernel.cubin"))).toBe(true); // the last rebuild's module, whichever build made it
