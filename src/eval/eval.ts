@@ -113,14 +113,23 @@ export interface EvalOptions {
  * The watchdog's bound for one candidate on an input (ms): TIMEOUT_FACTOR × the captured kernel
  * time (manifest timing.app_launch_us) for each launch of a judgement (the captured module's
  * checked one, the candidate's checked ones, 2 × iters timed, warm-ups), plus the time to put the
- * input's memory back at 1 GB/s (bytes the regions hold), never below `floorS`.
+ * input's memory back at 1 GB/s (bytes the regions hold), at most WATCHDOG_MAX_MS, never below
+ * `floorS` (--timeout, at most a day).
  */
 export function watchdogMs(m: Manifest, s: EvalSettings, floorS: number): number {
   const appUs = m.timing?.app_launch_us ?? 0;
   const launches = 1 + (s.runs ?? 8) + 2 * s.iters + 4;
   const restoreMs = m.regions.reduce((a, r) => a + r.size, 0) / 1e6;
-  return Math.round(Math.max(floorS * 1000, (TIMEOUT_FACTOR * appUs * launches) / 1000) + restoreMs);
+  const fromCapture = Math.min(WATCHDOG_MAX_MS, (TIMEOUT_FACTOR * appUs * launches) / 1000 + restoreMs);
+  return Math.round(Math.max(floorS * 1000, fromCapture));
 }
+
+/**
+ * The most the watchdog's bound grows from a capture's own figures (ms): 6 hours. A received
+ * manifest's kernel time or region sizes could ask past 2^31 - 1 ms, which the timer takes as 1 ms
+ * (a candidate killed at once), or for weeks (a hung candidate never killed): adversary 64.
+ */
+export const WATCHDOG_MAX_MS = 6 * 3_600_000;
 
 /**
  * The GPU workers of an eval: `kerncap eval --worker` processes of this same kerncap

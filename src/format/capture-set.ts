@@ -31,7 +31,8 @@ export type CaptureSet = v.InferOutput<typeof CaptureSet>;
 
 /**
  * DIR's capture-set index, checked against CaptureSet, or undefined when DIR has none.
- * @throws KerncapError E_MANIFEST when the file is not valid JSON or breaks the schema (naming the field), E_UNSAFE_PATH (a link, a FIFO, past 64 MiB: src/format/paths.ts).
+ * @throws KerncapError E_MANIFEST when the file is not valid JSON or breaks the schema (naming the field), lists more
+ *   than CAPTURE_SET_MAX captures or one folder twice, E_UNSAFE_PATH (a link, a FIFO, past 64 MiB: src/format/paths.ts).
  */
 export function readCaptureSet(dir: string): CaptureSet | undefined {
   const path = join(dir, CAPTURE_SET_FILE);
@@ -58,5 +59,23 @@ export function readCaptureSet(dir: string): CaptureSet | undefined {
       hint: "The capture set's index was damaged; give one capture folder inside it, or capture again.",
     });
   }
+  // one folder per capture, as many as one run makes (--max-captures, at most 10 000): an index listing one member 1.3
+  // million times (53 MB of JSON in a 169 KB tarball) had eval and kerncap mcp open it each time, 12 GB (adversary 64)
+  const n = r.output.captures.length;
+  if (n > CAPTURE_SET_MAX)
+    throw new KerncapError("E_MANIFEST", `${path} lists ${n} captures: a run makes at most ${CAPTURE_SET_MAX} (--max-captures)`, {
+      hint: "The capture set's index is damaged or crafted; give one capture folder inside it, or capture again.",
+    });
+  const seen = new Set<string>();
+  for (const c of r.output.captures) {
+    if (seen.has(c.dir))
+      throw new KerncapError("E_MANIFEST", `${path} lists ${JSON.stringify(c.dir)} twice: each capture of a set has its own folder`, {
+        hint: "The capture set's index is damaged or crafted; give one capture folder inside it, or capture again.",
+      });
+    seen.add(c.dir);
+  }
   return r.output;
 }
+
+/** The most captures a set's index lists: the most one run makes (kerncap run --max-captures). */
+export const CAPTURE_SET_MAX = 10_000;

@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { jsonSchemaOf } from "../../src/format/documents.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
-import { CAPTURE_SET_FILE, readCaptureSet } from "../../src/format/capture-set.ts";
+import { CAPTURE_SET_FILE, CAPTURE_SET_MAX, readCaptureSet } from "../../src/format/capture-set.ts";
 import type { KerncapError } from "../../src/errors.ts";
 import { tempDir } from "./fixtures.ts";
 
@@ -51,6 +51,19 @@ test("a damaged index is E_MANIFEST naming the field; a dir outside the folder i
     expect(e.message, dir).toContain("captures.0.dir");
   }
   expect(err(() => readCaptureSet(setDir({ ...good, version: 2 }))).message).toContain("version");
+});
+
+test("an index that lists one folder twice, or more captures than a run makes, is E_MANIFEST before any member is opened (a member listed 1.3 million times: adversary 64)", () => {
+  const twice = err(() => readCaptureSet(setDir({ ...good, captures: [good.captures[0], good.captures[1], good.captures[0]] })));
+  expect(twice.code).toBe("E_MANIFEST");
+  expect(twice.message).toContain('lists "0-scale" twice');
+  const many = Array.from({ length: CAPTURE_SET_MAX + 1 }, (_, i) => ({ dir: `c${i}`, kernel: "k", launchIndex: 0 }));
+  const t0 = performance.now();
+  const e = err(() => readManifest(setDir({ ...good, captures: many })));
+  expect(e.code).toBe("E_MANIFEST");
+  expect(e.message).toContain(`lists ${CAPTURE_SET_MAX + 1} captures: a run makes at most ${CAPTURE_SET_MAX}`);
+  expect(performance.now() - t0).toBeLessThan(2000);
+  expect(readCaptureSet(setDir({ ...good, captures: many.slice(0, CAPTURE_SET_MAX) }))?.captures).toHaveLength(CAPTURE_SET_MAX);
 });
 
 test("kerncap schema capture-set: the index's JSON Schema", () => {

@@ -12,7 +12,7 @@ import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, 
 import { dirname, join, resolve } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { candidateOrRefusal, listedCandidates, materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
-import { copyName, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
+import { copyName, WATCHDOG_MAX_MS, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
 import { BUILD_INPUT, mergeEval, rankedTable, shortReason, summarize, unjudgedLine } from "../../src/eval/report.ts";
 import { runEval } from "../../src/ops/eval.ts";
 import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
@@ -555,7 +555,15 @@ describe("isolation: real worker processes", () => {
       "1 of 7 candidates could not be judged (error): rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again",
     );
     expect(unjudgedLine(r, "jsonl")).toEndWith(": the same command with --resume tries them again");
-    expect(watchdogMs((await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest, SETTINGS, 1)).toBeLessThan(1100);
+    const m = (await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest;
+    expect(watchdogMs(m, SETTINGS, 1)).toBeLessThan(1100);
+    // a received manifest's figures bound the watchdog at WATCHDOG_MAX_MS, never past the timer's 2^31 - 1 ms (taken as 1 ms:
+    // a candidate killed at once) nor for weeks; --timeout's floor (at most a day) still holds (adversary 64)
+    const huge = { ...m, timing: { ...m.timing, app_launch_us: 4.1e8 } };
+    expect(watchdogMs(huge, SETTINGS, 10)).toBe(WATCHDOG_MAX_MS);
+    expect(watchdogMs({ ...m, regions: m.regions.map((r) => ({ ...r, size: 2 ** 45 })) }, SETTINGS, 10)).toBe(WATCHDOG_MAX_MS); // 32 TiB at 1 GB/s: past 6 h
+    expect(watchdogMs(huge, SETTINGS, 86_400)).toBe(86_400_000);
+    expect(WATCHDOG_MAX_MS).toBeLessThan(2 ** 31 - 1);
   }, 30_000);
 
   test("a worker makes the input resident as it starts; a fault's replacement starts at once, before the next candidate is built; an idle replacement is killed at the end", async () => {
