@@ -157,3 +157,16 @@ export const CleanedCaptures = v.array(
     bytes: U,
   }),
 );
+
+const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
+/** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
+export const CensusKernel = v.object({
+  name: v.string(),
+  demangled: v.string(),
+  count: U,
+  benchmark: v.optional(U),
+  grid: v.array(U),
+  block: v.array(U),
+  module: v.string(),
+  perProcess: v.optional(v.array(PerProcess)),
+});

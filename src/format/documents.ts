@@ -72,22 +72,9 @@ export function documentId(name: DocumentName): string {
 export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
   return { schema: documentId(name), ...doc };
 }
-import { CleanedCaptures, Compare, N, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
+import { CensusKernel, CleanedCaptures, Compare, N, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
 import { Rebuild, WatchLineFields } from "./document-rebuild.ts";
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
-
-const PerProcess = v.object({ pid: U, rank: v.nullable(U), count: U });
-/** A kernel of the census (src/capture/census.ts KernelSeen); perProcess: the count of each process that launched it. */
-const Kernel = v.object({
-  name: v.string(),
-  demangled: v.string(),
-  count: U,
-  benchmark: v.optional(U),
-  grid: v.array(U),
-  block: v.array(U),
-  module: v.string(),
-  perProcess: v.optional(v.array(PerProcess)),
-});
 
 /** One process of the job that initialized CUDA/HSA (src/capture/census.ts processSummary). */
 const ProcessRow = v.object({
@@ -161,7 +148,7 @@ export const DOCUMENTS = {
     app: v.array(v.string()),
     exitCode: v.nullable(v.number()),
     launches: U,
-    kernels: v.array(Kernel),
+    kernels: v.array(CensusKernel),
     processes: v.array(ProcessRow),
   }),
   run: v.object({
