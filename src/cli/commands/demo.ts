@@ -32,6 +32,7 @@ export default defineCommand({
       `kerncap validate ${shellPath(dir)}`,
       `kerncap pack ${shellPath(dir)}`,
       `kerncap replay ${shellPath(dir)}`,
+      `kerncap validate ${shellPath(dir)} --build-only`, // the rebuild alone: what a machine without a GPU can run (a new user's finding)
     ];
     if (args.json)
       printJson("demo", { dir, kernel: m.kernel.demangled, arch: m.device.arch, regions: m.regions.length, beforeBytes: m.memory.beforeBytes, next });
