@@ -5,7 +5,7 @@
  */
 import { expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { cleanCaptures, cleanTargets } from "../../src/ops/clean.ts";
@@ -57,6 +57,9 @@ test("clean removes build/ and nothing the capture holds; --dry-run says the sam
   expect(v.safeParse(DOCUMENTS.clean, d).success).toBe(true);
   expect(d).toMatchObject({ schema: "kerncap.clean/1", dryRun: true, bytes: 4000, captures: [{ removed: [{ path: "build", bytes: 4000, files: 2 }] }] });
   expect(existsSync(join(dir, "build/kernel.cubin"))).toBe(true);
+  // a folder given relative is the absolute one in the document, as every verb's
+  const rel = Bun.spawnSync([process.execPath, MAIN, "clean", basename(dir), "--dry-run", "--json"], { cwd: dirname(dir), stdout: "pipe", stderr: "pipe" });
+  expect(JSON.parse(rel.stdout.toString()).captures[0].dir).toBe(dir);
   const r = cli([dir]);
   expect(r.code, r.err).toBe(0);
   expect(r.out).toContain("removed build/ (3.9 KiB, 2 files)");

@@ -7,6 +7,7 @@ import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
 import { cleanCaptures, cleanTargets } from "../../ops/clean.ts";
 import { formatBytes, plural } from "../../util/format.ts";
+import { resolve } from "node:path";
 import { jsonArg, printJson, printText, verboseArg } from "../args.ts";
 import { printable } from "../format.ts";
 
@@ -35,7 +36,8 @@ export default defineCommand({
     const dryRun = Boolean(args["dry-run"]);
     const cleaned = cleanCaptures(cleanTargets(paths), { eval: Boolean(args.eval), profile: Boolean(args.profile), dryRun });
     const bytes = cleaned.reduce((a, c) => a + c.bytes, 0);
-    if (args.json) printJson("clean", { dryRun, captures: cleaned, bytes });
+    // each capture's folder absolute, as every other verb's document gives it (a new user's finding: clean gave it as typed)
+    if (args.json) printJson("clean", { dryRun, captures: cleaned.map((c) => ({ ...c, dir: resolve(c.dir) })), bytes });
     else {
       const verb = dryRun ? "would remove" : "removed";
       const lines = cleaned.map((c) =>
