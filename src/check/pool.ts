@@ -27,6 +27,7 @@ import type { CaptureRef } from "./discover.ts";
 import type { Outcome } from "../format/check-record.ts";
 import type { CheckSettings } from "./runner.ts";
 import { lines } from "./worker.ts";
+import { boundedLines } from "../util/stream-text.ts";
 
 /** A worker as the queue sees it: tasks T in, outcomes O out (check: a capture and its Outcome; eval: a candidate on one input). */
 export interface Runner<T = CaptureRef, O = Outcome> {
@@ -97,7 +98,8 @@ export function workerCommand<T, O>(
     const label = `[worker ${slot}${gpu !== null ? `, GPU ${gpu}` : ""}]`;
     const tail: string[] = [];
     void (async () => {
-      for await (const l of lines(p.stderr)) {
+      // a worker's log lines (a kernel's printf among them, escaped): a line that never ends is said in pieces, not held whole
+      for await (const l of boundedLines(p.stderr, 64 << 10)) {
         tail.push(l);
         if (tail.length > 5) tail.shift();
         say(`${label} ${l}`);

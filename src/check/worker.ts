@@ -11,23 +11,17 @@
  */
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
+import { boundedLines } from "../util/stream-text.ts";
 import type { CaptureRef } from "./discover.ts";
 import type { Outcome } from "../format/check-record.ts";
 import type { CheckSettings } from "./runner.ts";
 
-/** The lines of a byte stream (UTF-8), without their newlines; a last line without one too. */
-export async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += dec.decode(chunk, { stream: true });
-    for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
-      yield buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-    }
-  }
-  buf += dec.decode();
-  if (buf) yield buf;
+/**
+ * The lines of a byte stream (UTF-8), without their newlines; a last line without one too: the
+ * task and outcome lines of the worker protocol, whole (src/util/stream-text.ts boundedLines).
+ */
+export function lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  return boundedLines(stream, Number.POSITIVE_INFINITY);
 }
 
 const Task = v.object({ task: v.object({ id: v.string(), path: v.string(), kind: v.picklist(["folder", "archive"]) }) });

@@ -149,13 +149,10 @@ export async function verifyChunksAsync(
 function* chunkChecks(dir: string, m: Manifest, onBytes?: (done: number, total: number) => void): Generator<number> {
   // a folder as an archive: listed chunks of one data byte each, terabytes to hash from a small folder (adversary 62: a
   // corpus folder held check for hours); held to the bound unpack applies to an archive, the images' data for its size
-  let data = 0;
-  for (const f of [m.memory.before, m.memory.after])
-    try {
-      data += dataExtents(capturePath(dir, f)).dataBytes;
-    } catch {
-      /* missing: the check below says it is truncated */
-    }
+  // each image's extents read once: for the bound here and for the holes hashed unread (zeroChunks)
+  const extents = new Map<string, Extents | undefined>();
+  for (const f of [m.memory.before, m.memory.after]) extents.set(f, extentsOf(capturePath(dir, f)));
+  const data = [...extents.values()].reduce((a, x) => a + (x?.dataBytes ?? 0), 0); // missing: the check below says it is truncated
   const work = checkWorkProblem(m, data);
   if (work)
     throw new KerncapError("E_CHECKSUM", `${dir}: ${work.replace("-byte archive", " bytes of data its memory images hold")}`, {
@@ -167,7 +164,7 @@ function* chunkChecks(dir: string, m: Manifest, onBytes?: (done: number, total: 
   for (const which of ["before", "after"] as const) {
     const file = which === "before" ? m.memory.before : m.memory.after;
     const img = new FileImage(capturePath(dir, file));
-    const zero = zeroChunks(capturePath(dir, file));
+    const zero = zeroChunks(capturePath(dir, file), extents.get(file));
     const all: [Range, string][] = [
       ...m.regions.map((r) => [r, `region ${r.va}`] as [Range, string]),
       ...m.globals.map((g) => [g, `global ${g.name} (${g.va})`] as [Range, string]),
@@ -203,19 +200,27 @@ function* chunkChecks(dir: string, m: Manifest, onBytes?: (done: number, total: 
   }
 }
 
+type Extents = ReturnType<typeof dataExtents>;
+
+/** dataExtents of `path`, or undefined where it cannot be read (missing: the checks say it is truncated). */
+function extentsOf(path: string): Extents | undefined {
+  try {
+    return dataExtents(path);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * For a memory image at `path`: the kc64 of a chunk [off, off + len) that lies wholly in a hole of
  * the file (zeros, read from no disk), else undefined (read it). A sparse image of terabytes of
  * holes, whose manifest lists chunks of zeros, was hashed byte by byte for hours by unpack's check
- * (adversary 62). Where the file system tells no holes, every chunk is read.
+ * (adversary 62). Where the file system tells no holes, every chunk is read. `known`: the file's
+ * extents already read (dataExtents), else they are read here.
  */
-export function zeroChunks(path: string): (off: number, len: number) => string | undefined {
-  let data: { size: number; extents: [number, number][] };
-  try {
-    data = dataExtents(path);
-  } catch {
-    return () => undefined;
-  }
+export function zeroChunks(path: string, known?: Extents): (off: number, len: number) => string | undefined {
+  const data = known ?? extentsOf(path);
+  if (!data) return () => undefined;
   const hashes = new Map<number, string>();
   return (off, len) => {
     if (off + len > data.size) return undefined; // past the end: the read says the file is truncated
