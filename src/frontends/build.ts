@@ -67,17 +67,20 @@ export interface BuildOptions {
 }
 
 /** Frontend.remakeGenerated of a manifest's frontend, set by the registry (./index.ts setGeneratedRemaker): this module is below it. */
-let remakeGenerated: ((dir: string, m: Manifest) => void) | undefined;
+let remakeGenerated: ((dir: string, m: Manifest) => string[] | undefined) | undefined;
 
 /** Set how a confined build remakes the files its frontend generates under src/ (./index.ts, as it loads). */
-export function setGeneratedRemaker(f: (dir: string, m: Manifest) => void): void {
+export function setGeneratedRemaker(f: (dir: string, m: Manifest) => string[] | undefined): void {
   remakeGenerated = f;
 }
 
-/** Remake what the frontend generates under src/ in a confined build's folder `dir` (Frontend.remakeGenerated: CUDA's slice). */
-export function remakeGeneratedSources(dir: string, m: Manifest): void {
+/**
+ * Remake what the frontend generates under src/ in a confined build's folder `dir` (Frontend.remakeGenerated: CUDA's slice).
+ * @returns the starts of build.sh's notes this made expected (logged at debug level only)
+ */
+export function remakeGeneratedSources(dir: string, m: Manifest): string[] {
   if (!remakeGenerated) throw new Error("a confined build before the frontend registry loaded"); // a kerncap bug
-  remakeGenerated(dir, m);
+  return remakeGenerated(dir, m) ?? [];
 }
 
 /** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
@@ -346,12 +349,14 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   // a received capture's generated sources (CUDA's slice) are the sender's: made anew from its sources, as a confined
   // build's are (adversary 43: a slice stamped as the TU's, holding another kernel, compiled under --trust of build.sh)
-  if (staged.received && !o.confine) remakeGeneratedSources(staged.folder, readManifest(dir));
+  // build.sh's notes that the remade sources make expected (CUDA: "no usable slice" where the whole TU is compiled on purpose)
+  let expectedNotes: string[] = [];
+  if (staged.received && !o.confine) expectedNotes = remakeGeneratedSources(staged.folder, readManifest(dir));
   if (o.confine) {
     requireRenderedBuild(dir, o.confine, "validate", staged); // every confined build, whoever calls it: only the build kerncap wrote (or the user trusted)
     // what kerncap generates under src/ (CUDA's slice) made anew in the private copy from its sources: a generated file
     // found there, its unkeyed stamps recomputed, passed for the TU's text (a trial: a broken TU validated as the original kernel)
-    remakeGeneratedSources(staged.folder, o.confine);
+    expectedNotes = remakeGeneratedSources(staged.folder, o.confine);
     // and no source that makes the preprocessor look up a file outside (its existence would show in the result): the
     // private copy's sources, the bytes the compiler reads (an edit of the capture meanwhile is not built)
     assertNoProbes(dir, o.confine, staged.folder);
@@ -399,7 +404,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     // working folder), so it must hold nothing of the capture's but the copies and src/
     const ran = await runBuildCommand(run, staged.folder, env, o.signal, { tmp });
     if (run !== argv) refuseSandboxFailure(ran, confinement!);
-    return judgeBuildSh(dir, staged, o, ran, { t0, depsFile, limited, limit, tmp, sandboxed: run !== argv });
+    return judgeBuildSh(dir, staged, o, ran, { t0, depsFile, limited, limit, tmp, sandboxed: run !== argv, expectedNotes });
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
@@ -461,7 +466,8 @@ function refuseSandboxFailure(ran: { err: string; code: number }, confinement: C
 
 /**
  * runBuildSh's reading of the build's outcome (`ran`: its output and exit, read with the private
- * folder's path as DIR's): its outputs collected, a confined build's dependency list judged, the module it printed.
+ * folder's path as DIR's): its outputs collected, a confined build's dependency list judged, the module it printed;
+ * build.sh's notes shown (b.expectedNotes: those the remade sources made expected, at debug level only).
  * @throws KerncapError buildReproducer's (E_BUILD, E_CONFINED …)
  */
 function judgeBuildSh(
@@ -469,7 +475,7 @@ function judgeBuildSh(
   staged: StagedBuild,
   o: BuildOptions,
   ran: { out: string; err: string; code: number },
-  b: { t0: number; depsFile: string; limited: boolean; limit?: { seconds: number; set: boolean }; tmp: string; sandboxed: boolean },
+  b: { t0: number; depsFile: string; limited: boolean; limit?: { seconds: number; set: boolean }; tmp: string; sandboxed: boolean; expectedNotes: string[] },
 ): { module: string; seconds: number } {
   const { unstage } = staged;
   const { t0, depsFile, limited } = b;
@@ -537,7 +543,7 @@ function judgeBuildSh(
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown
   // when it built; after a failure they stay in the error's text (after the compiler's error, as context) and the debug log
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: ")))
-    (code === 0 ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
+    (code === 0 && !b.expectedNotes.some((e) => n.startsWith(e)) ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
   if (code !== 0) {
     const explained = o.explain?.(err);
     if (explained) throw explained;

@@ -257,9 +257,12 @@ export interface Frontend<Options = unknown> {
    * kerncap does not trust compiles only what kerncap makes of them (CUDA: the slice from its TU;
    * its first-line stamps have no key, so whoever writes the slice can make its text pass for the
    * TU's).
+   * @returns the starts of build.sh's notes ("kerncap: …" stderr lines) this made expected, which the
+   *   build then logs at debug level only (CUDA: "no usable slice", where a confined build compiles
+   *   the whole TU on purpose)
    * @throws KerncapError E_MANIFEST, E_UNSAFE_PATH
    */
-  remakeGenerated?(dir: string, m: Manifest): void;
+  remakeGenerated?(dir: string, m: Manifest): string[];
   /**
    * Why a file of generatedSources under `dir`'s src/ (an eval candidate's private copy) is not
    * one kerncap made from the sources there, as a phrase naming it (CUDA: a slice edited, or

@@ -142,6 +142,20 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     expect(existsSync(join(dir, "build/pruned/check.json"))).toBe(false);
   }, 60_000);
 
+  test("a confined build compiles the whole TU on purpose: build.sh's 'no usable slice' note is said with --verbose only, the user's own build compiles the slice", () => {
+    const { dir, env } = demo();
+    const confined = kerncap(["validate", dir, "--build-only", "--confine"], env);
+    expect(confined.exitCode, confined.stderr.toString()).toBe(0);
+    expect(confined.stderr.toString()).not.toContain("no usable slice");
+    const verbose = kerncap(["validate", dir, "--build-only", "--confine", "--verbose"], env);
+    expect(verbose.exitCode).toBe(0);
+    expect(verbose.stderr.toString()).toContain("build.sh: no usable slice (src/saxpy.kerncap-slice.cu): compiling the whole TU src/saxpy.cu");
+    // the user's own build: the slice made again and compiled, no note of a whole TU
+    const own = kerncap(["validate", dir, "--build-only"], env);
+    expect(own.exitCode).toBe(0);
+    expect(own.stderr.toString()).not.toContain("no usable slice");
+  }, 60_000);
+
   test("a missing #include: E_BUILD with the fix hint, not the toolchain's (nu10 #30), its diagnostic structured; confined, a compile error saying the preprocessor stopped, none of the compiler's words (nu10 #29)", () => {
     const { dir, env } = demo();
     const src = join(dir, "src/saxpy.cu");

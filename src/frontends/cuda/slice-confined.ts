@@ -23,10 +23,14 @@ export const CONFINED_WHOLE_TU = "a build for an agent, an eval or a received ca
  * (src/frontends/build.ts). A TU that can no longer be sliced gets the "not made" slice (build.sh
  * compiles the whole TU); with no TU the slice is left (build.sh then compiles the missing TU and fails).
  * @returns what was done: "fresh" (the slice was kerncap's for this TU already), "remade", "removed" (not made, `reason`), "no-tu";
+ *   `wholeTu`: the slice is the "not made" one, so build.sh compiles the whole TU (and says "no usable slice");
  *   `replaced`: why the slice replaced would have been compiled although kerncap did not make it from the TU (sliceProblem: edited by hand, or stamped as this TU's)
  * @throws KerncapError E_MANIFEST (meta), E_UNSAFE_PATH (src/<tu> or the slice a link, a FIFO …)
  */
-export function regenerateSlice(dir: string, metaIn: unknown): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string; replaced?: string } {
+export function regenerateSlice(
+  dir: string,
+  metaIn: unknown,
+): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string; replaced?: string; wholeTu?: boolean } {
   const meta = checkSliceMeta(metaIn);
   const tuBytes = readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES);
   if (!tuBytes) return { action: "no-tu" };
@@ -39,10 +43,10 @@ export function regenerateSlice(dir: string, metaIn: unknown): { action: "fresh"
   // is built for an agent, an eval or a received capture is the whole TU; the one instantiation is its own TU's
   const s: ReturnType<typeof sliceText> = meta.kind === "prefix" ? { ok: false, reason: CONFINED_WHOLE_TU } : sliceText(meta, tuText, context);
   const text = s.ok ? s.text : notMadeText(meta, s.reason);
-  if (old === text) return { action: "fresh" };
+  if (old === text) return { action: "fresh", ...(s.ok ? {} : { wholeTu: true }) };
   const replaced = old === undefined ? undefined : sliceProblem(meta, old, tuText, context);
   writeInCapture(dir, slicePath, text);
-  return { action: s.ok ? "remade" : "removed", ...(s.ok ? {} : { reason: s.reason }), ...(replaced ? { replaced } : {}) };
+  return { action: s.ok ? "remade" : "removed", ...(s.ok ? {} : { reason: s.reason, wholeTu: true }), ...(replaced ? { replaced } : {}) };
 }
 
 /**
@@ -64,11 +68,12 @@ export function foreignSlice(dir: string, m: Manifest): string | undefined {
  * Frontend.remakeGenerated of CUDA: the slice of a confined build's private copy `dir` made anew
  * from its TU (regenerateSlice), whatever the copy's slice holds; a slice that would have been
  * compiled as it was is said. No-op for an unsliced project.
+ * @returns [NO_SLICE_NOTE] when build.sh will compile the whole TU (its note expected), else []
  * @throws KerncapError E_MANIFEST, E_UNSAFE_PATH
  */
-export function remakeSliceForConfinedBuild(dir: string, m: Manifest): void {
+export function remakeSliceForConfinedBuild(dir: string, m: Manifest): string[] {
   const meta = sliceMetaOf(m);
-  if (!meta) return;
+  if (!meta) return [];
   const r = regenerateSlice(resolve(dir), meta);
   if (r.replaced)
     log.info(
@@ -80,7 +85,12 @@ export function remakeSliceForConfinedBuild(dir: string, m: Manifest): void {
     saidNoSlice.add(`${meta.tu}\0${r.reason}`);
     log.debug(`no slice for src/${meta.tu} (${r.reason}): the whole TU is compiled`);
   }
+  // build.sh's "no usable slice" note is then what this build means to do, not a problem to show (said at debug level)
+  return r.wholeTu ? [NO_SLICE_NOTE] : [];
 }
+
+/** The start of build.sh's note when it finds no slice it can compile (templates/cuda/build.sh.hbs). */
+export const NO_SLICE_NOTE = "kerncap: no usable slice (";
 
 /** The TUs and reasons remakeSliceForConfinedBuild said "no slice" for in this process. */
 const saidNoSlice = new Set<string>();
