@@ -203,7 +203,7 @@ export const DOCUMENTS = {
     received: v.object({
       received: v.boolean(),
       reasons: v.array(v.string()),
-      /** A received capture whose build as it is now is trusted, so a rebuild runs it without --trust (recorded by --trust, or by kerncap for the demo it wrote: src/format/trust.ts trustRecorded). */ trusted:
+      /** Whether a rebuild runs the build as it is now without --trust: always for a capture made here by this user (received false); for a received one once its build's bytes are trusted (recorded by --trust, or by kerncap for the demo it wrote: src/format/trust.ts trustRecorded). */ trusted:
         v.boolean(),
     }),
     integrity: Integrity,

@@ -320,7 +320,8 @@ export default defineCommand({
         // the manifest but for host.machineId, null as an archive ships it (src/format/pack.ts): the id that
         // makes a capture count as made here is not printed (an inspect --json pasted into a report); `received` says it
         manifest: m.host ? { ...m, host: { ...m.host, machineId: null } } : m,
-        received: { received: reasons.length > 0, reasons, trusted },
+        // a capture made here by this user runs its build without --trust: trusted, as a received one the user trusted
+        received: { received: reasons.length > 0, reasons, trusted: reasons.length === 0 || trusted },
         integrity: { checked, ...integrity },
         judging: judgingError ? { error: judgingError } : judging,
         // false with no settings (nothing to use) too, as judge's `used`; judgingAccept: settings awaiting acceptance (nu10 #11, #28)
