@@ -103,6 +103,8 @@ export interface ExportResult {
   dir: string;
   out: string;
   kernel: string;
+  /** The kernel's symbol (its mangled name, the manifest's kernel.name): the same in every document. */
+  symbol: string;
   frontend: string;
   /** The driver-API program's and, for Triton, the script's commands, run in `out`. */
   commands: { build: string; run: string; runSource: string | null; triton: string | null };
@@ -217,6 +219,7 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
       dir: capDir,
       out,
       kernel: plan.demangled,
+      symbol: m.kernel.name,
       frontend: m.kernel.frontend,
       commands,
       editable,

@@ -14,6 +14,8 @@ export const Verdict = v.picklist(["match", "mismatch"]);
 export const ReplayFields = {
   dir: v.string(),
   kernel: v.string(),
+  /** The kernel's symbol: its mangled name, as the module and the manifest's kernel.name have it, the same in every document (`kernel` is a name to read: demangled here). Added compatibly (optional). */
+  symbol: v.optional(v.string()),
   /** match: every region as the app left it (bit-exact, within tolerance, within the run-to-run spread, or equal as multisets); exit 0 vs 1. */
   verdict: Verdict,
   regionsChecked: U,

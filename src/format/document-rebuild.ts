@@ -94,6 +94,8 @@ export const WatchLineFields = {
   saveToVerdictSeconds: v.number(),
   /** The kernel (mangled name) of the capture watched: on verdict and built lines. */
   kernel: v.optional(v.string()),
+  /** The kernel's symbol: its mangled name, as the module and the manifest's kernel.name have it, the same in every document (`kernel` is a name to read: here the symbol itself, as the watch has always given it). Added compatibly (optional). */
+  symbol: v.optional(v.string()),
   verdict: v.optional(v.picklist(["match", "mismatch"])),
   /** A verdict's numerics: bit-exact | within-tolerance | multiset-equal | within-spread | mismatch. */
   numerics: v.optional(v.picklist(["bit-exact", "within-tolerance", "multiset-equal", "within-spread", "mismatch"])),

@@ -155,6 +155,8 @@ export const DOCUMENTS = {
     ...id("run"),
     dir: v.string(),
     kernel: v.string(),
+    /** The kernel's symbol: its mangled name, as the module and the manifest's kernel.name have it, the same in every document (`kernel` is a name to read: demangled here). Added compatibly (optional). */
+    symbol: v.optional(v.string()),
     launchIndex: U,
     regions: U,
     globals: U,
@@ -250,6 +252,8 @@ export const DOCUMENTS = {
     /** "built": the module was rebuilt, nothing judged (eval's word for a candidate built and not judged; added compatibly: optional). */
     verdict: v.optional(v.literal("built")),
     kernel: v.string(),
+    /** The kernel's symbol: its mangled name, as the module and the manifest's kernel.name have it, the same in every document (`kernel` is a name to read: here the symbol itself, as this document has always given it). Added compatibly (optional). */
+    symbol: v.optional(v.string()),
     /** The module rebuilt, its build time (s), by build.sh or by the pruned TU's device-only build, the rebuilt kernel's registers and stack frame beside the captured module's. */
     rebuild: Rebuild,
     wallSeconds: v.number(),
@@ -259,6 +263,8 @@ export const DOCUMENTS = {
     ...id("profile"),
     dir: v.string(),
     kernel: v.string(),
+    /** The kernel's symbol: its mangled name, as the module and the manifest's kernel.name have it, the same in every document (`kernel` is a name to read: here the symbol itself, as this document has always given it). Added compatibly (optional). */
+    symbol: v.optional(v.string()),
     tool: v.picklist(["ncu", "nsys"]),
     /** The report written (absolute path; DIR/profile/NAME.ncu-rep or .nsys-rep). */
     report: v.string(),
@@ -298,6 +304,8 @@ export const DOCUMENTS = {
     /** The capture's frontend (manifest kernel.frontend), whose tune made the rows (src/frontends/<name>/tune.ts); its JSON Schema enum is the registry's names. */
     frontend: v.string(),
     kernel: v.string(),
+    /** The kernel's symbol: its mangled name, as the module and the manifest's kernel.name have it, the same in every document (`kernel` is a name to read: here the symbol itself, as this document has always given it). Added compatibly (optional). */
+    symbol: v.optional(v.string()),
     grid: v.nullable(v.string()),
     /** Triton: the grid is the formula inferred from the capture (the captured grid, integer arguments and tile constexprs), not a --grid given. */
     gridInferred: v.optional(v.boolean()),
@@ -372,6 +380,8 @@ export const DOCUMENTS = {
     dir: v.string(),
     out: v.string(),
     kernel: v.string(),
+    /** The kernel's symbol: its mangled name, as the module and the manifest's kernel.name have it, the same in every document (`kernel` is a name to read: demangled here). Added compatibly (optional). */
+    symbol: v.optional(v.string()),
     frontend: v.string(),
     /** Commands run in `out`: build (make), run (./repro), runSource (rebuild src/ and run it; null without a CUDA reproducer project), triton (null for other kernels). */
     commands: v.object({ build: v.string(), run: v.string(), runSource: v.nullable(v.string()), triton: v.nullable(v.string()) }),
@@ -496,6 +506,8 @@ export const DOCUMENTS = {
     ...id("demo"),
     dir: v.string(),
     kernel: v.string(),
+    /** The kernel's symbol: its mangled name, as the module and the manifest's kernel.name have it, the same in every document (`kernel` is a name to read: demangled here). Added compatibly (optional). */
+    symbol: v.optional(v.string()),
     arch: v.string(),
     regions: U,
     beforeBytes: U,

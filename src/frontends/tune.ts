@@ -379,6 +379,8 @@ export interface TuneResult<C = TuneConfig> {
   /** The capture's frontend: what a config is (Triton: constexprs and compile options; CUDA: macros, -maxrregcount, nvcc flags). */
   frontend: string;
   kernel: string;
+  /** The kernel's symbol (its mangled name, the manifest's kernel.name): the same in every document. */
+  symbol: string;
   /** --grid (Triton), or the formula inferred from the capture (gridInferred), null when the captured grid was kept. */
   grid: string | null;
   /** The grid is the formula tune inferred (src/frontends/triton/grid.ts), not a --grid given. */

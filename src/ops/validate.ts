@@ -80,6 +80,8 @@ export interface BuildOnlyResult {
   /** "built": what eval calls a candidate built and not judged (validate's own verdicts are match, mismatch, …). */
   verdict: "built";
   kernel: string;
+  /** The kernel's symbol (its mangled name, the manifest's kernel.name): the same in every document. */
+  symbol: string;
   /** The kernel's name demangled (the manifest's). */
   demangled: string;
   /** nvcc: a CUDA capture's, the nvcc its build.sh runs (src/frontends/build.ts buildShNvcc). */
@@ -179,6 +181,7 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     dir: c.dir,
     verdict: "built",
     kernel: m.kernel.name,
+    symbol: m.kernel.name,
     demangled: m.kernel.demangled || m.kernel.name,
     rebuild: { ...rebuildFacts(c, o, b), ...other },
     wallSeconds: (performance.now() - t0) / 1000,

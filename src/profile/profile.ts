@@ -63,6 +63,8 @@ export interface ProfileOptions {
 export interface ProfileResult {
   dir: string;
   kernel: string;
+  /** The kernel's symbol (its mangled name, the manifest's kernel.name): the same in every document. */
+  symbol: string;
   tool: NsightTool;
   /** The report (absolute path). */
   report: string;
@@ -245,6 +247,7 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
     return {
       dir,
       kernel: m.kernel.name,
+      symbol: m.kernel.name,
       tool,
       report,
       module,

@@ -65,6 +65,8 @@ export type WatchEvent =
       files: string[];
       at: string;
       kernel: string;
+      /** The kernel's symbol (its mangled name, the manifest's kernel.name): the same in every document. */
+      symbol: string;
       buildSeconds: number;
       builder: Builder;
       buildSteps?: FastBuildSteps;

@@ -473,6 +473,7 @@ async function builtCycle(
     ...base,
     at: new Date().toISOString(),
     kernel: m.kernel.name,
+    symbol: m.kernel.name,
     buildSeconds: b.seconds,
     builder: b.builder,
     ...(b.steps ? { buildSteps: b.steps } : {}),

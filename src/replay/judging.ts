@@ -321,6 +321,7 @@ export function replayFault(
   return {
     dir,
     kernel: m.kernel.demangled || m.kernel.name,
+    symbol: m.kernel.name,
     verdict: reproduced ? "match" : "mismatch",
     regionsChecked: 0,
     bytesChecked: 0,

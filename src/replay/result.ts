@@ -24,6 +24,8 @@ export interface RegionMismatch {
 export interface ReplayResult {
   dir: string;
   kernel: string;
+  /** The kernel's symbol (its mangled name, the manifest's kernel.name): the same in every document. */
+  symbol: string;
   verdict: "match" | "mismatch";
   regionsChecked: number;
   bytesChecked: number;

@@ -66,6 +66,7 @@ export function resultOf(
   return {
     dir: f.dir,
     kernel: m.kernel.demangled || m.kernel.name,
+    symbol: m.kernel.name,
     verdict: overallVerdict(j.numerics) === "mismatch" || unexpectedlyVaried ? "mismatch" : "match",
     regionsChecked: m.regions.length + f.globals,
     bytesChecked: j.bytesChecked,

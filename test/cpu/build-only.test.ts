@@ -43,6 +43,7 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     expect(() => v.parse(DOCUMENTS["validate-build"], doc)).not.toThrow();
     expect(doc.schema).toBe("kerncap.validate-build/1");
     expect([doc.dir, doc.verdict]).toEqual([realpathSync(dir), "built"]); // as validate's and replay's documents say the folder; eval's word for built
+    expect([doc.kernel, doc.symbol, doc.demangled]).toEqual(["_Z5saxpyPK5Saxpy", "_Z5saxpyPK5Saxpy", "saxpy(Saxpy const*)"]);
     // build.sh's module, or the pruned TU's once the first build showed it gives the same machine code (the cost model's choice on this machine)
     expect(doc.rebuild.module).toMatch(doc.rebuild.builder === "pruned" ? /build\/pruned\/kernel\.cubin$/ : /build\/kernel\.cubin$/);
     expect(existsSync(join(dir, "build/kernel.cubin"))).toBe(true); // the last rebuild's module, whichever build made it

@@ -61,6 +61,7 @@ async function demo(): Promise<string> {
   const doc = v.parse(DOCUMENTS.demo, JSON.parse(r.out));
   expect(doc.dir).toBe(dir);
   expect(doc.kernel).toBe("saxpy(Saxpy const*)");
+  expect(doc.symbol).toBe("_Z5saxpyPK5Saxpy"); // the key every document shares (kernel is a name to read)
   // the next commands: validate and replay need the GPU; --build-only runs anywhere
   expect(doc.next).toContain(`kerncap validate ${dir} --build-only`);
   return dir;

@@ -104,6 +104,7 @@ function tuneResult(): TuneResult<TuneConfig> {
     dir: "/caps/mm",
     frontend: "triton",
     kernel: "matmul_kernel",
+    symbol: "matmul_kernel",
     grid: null,
     rows,
     winner: rows[2]!,

@@ -35,7 +35,15 @@ export default defineCommand({
       `kerncap validate ${shellPath(dir)} --build-only`, // the rebuild alone: what a machine without a GPU can run (a new user's finding)
     ];
     if (args.json)
-      printJson("demo", { dir, kernel: m.kernel.demangled, arch: m.device.arch, regions: m.regions.length, beforeBytes: m.memory.beforeBytes, next });
+      printJson("demo", {
+        dir,
+        kernel: m.kernel.demangled,
+        symbol: m.kernel.name,
+        arch: m.device.arch,
+        regions: m.regions.length,
+        beforeBytes: m.memory.beforeBytes,
+        next,
+      });
     else {
       log.success(
         `wrote the demo capture of ${m.kernel.demangled} into ${dir}: ${plural(m.regions.length, "region")}, ${formatBytes(m.memory.beforeBytes)} live (made on the CPU: its after state is a CPU reference of the kernel)`,

@@ -108,6 +108,7 @@ export default defineCommand({
       printJson("run", {
         dir,
         kernel: m.kernel.demangled,
+        symbol: m.kernel.name,
         launchIndex: m.kernel.launchIndex,
         regions: m.regions.length,
         globals: m.globals.length,

@@ -202,6 +202,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     dir,
     frontend: "cuda",
     kernel: m.kernel.name,
+    symbol: m.kernel.name,
     grid: null,
     rows,
     winner,

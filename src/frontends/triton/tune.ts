@@ -274,6 +274,7 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
     dir,
     frontend: "triton",
     kernel: m.kernel.name,
+    symbol: m.kernel.name,
     grid: grid ?? null,
     ...(grid && !o.grid ? { gridInferred: true } : {}),
     rows,

@@ -57,6 +57,7 @@ export const toyTune: TuneDriver = {
       dir,
       frontend: "toy",
       kernel: m.kernel.name,
+      symbol: m.kernel.name,
       grid: null,
       rows,
       winner,

@@ -151,6 +151,7 @@ describe("tune (CUDA): what it prints", () => {
     dir: "/x/cap",
     frontend: "cuda",
     kernel: "_Z1kPf",
+    symbol: "_Z1kPf",
     grid: null,
     rows: [
       { config: cfg({}), label: "captured module", captured: true, verdict: "match", medianUs: 10, speedup: 1, registers: 40 },
