@@ -33,6 +33,7 @@ case "$(od -An -tu2 -j18 -N2 "$bin" | tr -d ' ')" in
 esac
 rm -rf "$out"
 mkdir -p "$out"
+echo "release: the wheel (zip level ${WHEEL_COMPRESSLEVEL:-9}) of $bin ($(du -m "$bin" | cut -f1) MiB)…" >&2
 python3 scripts/build-wheel.py --binary "$bin" --out "$out" --version "$version" --compresslevel "${WHEEL_COMPRESSLEVEL:-9}" "$@" >/dev/null
 name="kerncap-$version-linux-$arch"
 stage="$(mktemp -d)"
@@ -46,6 +47,7 @@ mkdir "$stage/$name/docs"
 cp docs/*.md "$stage/$name/docs/"
 chmod 644 "$stage/$name/kerncap.1" "$stage/$name/LICENSE" "$stage/$name/README.md" "$stage/$name/docs/"*.md
 chmod 755 "$stage/$name/docs"
+echo "release: $name.tar.xz (xz ${XZ_OPT:--6 -T0}: a minute or more on two cores)…" >&2
 XZ_OPT="${XZ_OPT:--6 -T0}" tar -C "$stage" --owner=0 --group=0 --numeric-owner -cJf "$out/$name.tar.xz" "$name"
 (cd "$out" && sha256sum -- *.whl *.tar.xz > SHA256SUMS)
 echo "release: $out"
