@@ -55,13 +55,22 @@ export type Strategy = "race" | "pruned" | "build.sh";
 export const RACE_MIN_CPUS = 4;
 
 /**
+ * How much cheaper the fast build's measured cost must be than build.sh's before it builds alone
+ * (chooseStrategy): a cost is one or a few builds' wall time, whose spread on a loaded 2-core
+ * machine is a few % (a second-hand ~5% difference is noise), and build.sh is the reference build,
+ * so a near tie keeps it: the choice is then never more than this much slower than the better one.
+ */
+export const PRUNED_ALONE_MARGIN = 1.1;
+
+/**
  * The strategy for a machine of `cpus` CPUs from the measured costs: the race where there are
  * the cores for it (the first to build wins: never later than the cheaper); else the cheaper
- * build alone (build.sh when the costs are equal).
+ * build alone, the fast build only when it costs less than build.sh's by PRUNED_ALONE_MARGIN
+ * (build.sh on a near tie).
  */
 export function chooseStrategy(costs: BuildCosts, cpus: number): Strategy {
   if (cpus >= RACE_MIN_CPUS) return "race";
-  return costs.pruned < costs.buildSh ? "pruned" : "build.sh";
+  return costs.pruned * PRUNED_ALONE_MARGIN < costs.buildSh ? "pruned" : "build.sh";
 }
 
 /** The watch leaves the fast build for build.sh once its saves (at least WATCH_MIN_SAVES of them) cost more than WATCH_MARGIN × build.sh's: a measure, not a single slow save. */

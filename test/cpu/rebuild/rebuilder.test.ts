@@ -81,6 +81,9 @@ describe("validate's build strategy by measured cost", () => {
     expect(chooseStrategy({ cpus: 2, buildSh: 1, pruned: 3 }, 2)).toBe("build.sh");
     expect(chooseStrategy({ cpus: 2, buildSh: 3, pruned: 1 }, 2)).toBe("pruned");
     expect(chooseStrategy({ cpus: 2, buildSh: 1, pruned: 1 }, 2)).toBe("build.sh");
+    // a near tie (one or two builds' ~5%: noise) keeps build.sh, the reference build; a clear 20% gain takes the fast build
+    expect(chooseStrategy({ cpus: 2, buildSh: 1.05, pruned: 1 }, 2)).toBe("build.sh");
+    expect(chooseStrategy({ cpus: 2, buildSh: 1.2, pruned: 1 }, 2)).toBe("pruned");
   });
 
   test("a slow fast build: 2 CPUs rebuild by build.sh alone (the fast build is not started); 16 CPUs race", async () => {
