@@ -58,7 +58,11 @@ export const ENV_VARS = {
     meaning: "libcuda.so.1 for replay and the GPU probe, searched first (a path to no file is an error, not a fallback)",
   },
   KERNCAP_HSA_PATH: { readers: ["kerncap"], setBy: "user", meaning: "libhsa-runtime64.so.1 for AMD replay, searched first" },
-  KERNCAP_VERBOSE: { readers: ["kerncap"], setBy: "user", meaning: "any non-empty value: debug logs from the start, as `--verbose`" },
+  KERNCAP_VERBOSE: {
+    readers: ["kerncap"],
+    setBy: "user",
+    meaning: "debug logs from the start, as `--verbose`: any value but an off word (empty, 0, false, no, off)",
+  },
   KERNCAP_NO_ASLR_RETRY: { readers: ["kerncap"], setBy: "user", meaning: "`1`: replay/validate do not retry without ASLR when a captured VA range is taken" },
   KERNCAP_NO_PRELOAD: {
     readers: ["kerncap"],
@@ -236,8 +240,8 @@ export const libcudaOverride = (env?: Env) => readEnv("KERNCAP_LIBCUDA", env);
 export const hsaOverride = (env?: Env) => readEnv("KERNCAP_HSA_PATH", env);
 /** $KERNCAP_RESULTS_KEY: the shared results key, as given (src/format/record-auth.ts checks it). */
 export const resultsKeyOverride = (env?: Env) => readEnv("KERNCAP_RESULTS_KEY", env);
-/** KERNCAP_VERBOSE set (non-empty): debug logs from the start. */
-export const verboseFromEnv = (env?: Env) => readEnv("KERNCAP_VERBOSE", env) !== undefined;
+/** KERNCAP_VERBOSE set to anything but an off word (empty, 0, false, no, off: any case, as KERNCAP_RECEIVED reads them): debug logs from the start. */
+export const verboseFromEnv = (env?: Env) => !["", "0", "false", "no", "off"].includes((readEnv("KERNCAP_VERBOSE", env) ?? "").trim().toLowerCase());
 /** This process is the no-ASLR replay child (KERNCAP_ASLR_RETRY=1). */
 export const isAslrRetryChild = (env?: Env) => flag("KERNCAP_ASLR_RETRY", env);
 /** KERNCAP_NO_ASLR_RETRY=1: never retry without ASLR. */

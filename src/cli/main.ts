@@ -373,16 +373,35 @@ function failWith(wantJson: boolean, watchStream: boolean, lines = false): Fail 
   };
 }
 
+/** Words that are no verb but name one's work (kerncap mcp's tools, other tools' verbs): the command that does it. */
+const VERB_ALIASES: Record<string, string> = {
+  evaluate: "eval",
+  build: "validate --build-only",
+  rebuild: "validate --build-only",
+  capture: "run",
+  record: "run",
+  compare: "replay --against",
+  benchmark: "replay",
+  bench: "replay",
+  verify: "inspect --verify",
+  archive: "pack",
+  extract: "unpack",
+};
+
 /** A word that is no verb (`kerncap nosuchverb`, `kerncap help nosuchverb`), or options and no verb: E_USAGE with the nearest verb. */
 function unknownVerb(verb: string | undefined, helpOf: string | undefined, own: string[], fail: Fail): number {
   const globalOptions = new Set(["--help", "-h", "--version", "-V", "--json", "--verbose"]);
   const word = verb === "help" ? helpOf : verb; // `kerncap help nosuchverb`: the word asked about
   const stray = word ? undefined : own.find((a) => !globalOptions.has(a));
-  const near = word
-    ? Object.keys(commands)
-        .filter((c) => editDistance(word, c) <= 2)
-        .sort((a, b) => editDistance(word, a) - editDistance(word, b))[0]
-    : undefined;
+  // the MCP tools' and other tools' names for a verb (agent-skill.md says evaluate, build): the verb that does it
+  const alias = word && Object.hasOwn(VERB_ALIASES, word.toLowerCase()) ? VERB_ALIASES[word.toLowerCase()] : undefined;
+  const near = alias
+    ? alias
+    : word
+      ? Object.keys(commands)
+          .filter((c) => editDistance(word, c) <= 2)
+          .sort((a, b) => editDistance(word, a) - editDistance(word, b))[0]
+      : undefined;
   return fail(
     "E_USAGE",
     word

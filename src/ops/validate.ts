@@ -10,6 +10,7 @@
  * One validate costs about the build plus the launches and compare, not build + context +
  * restore: the replay's set-up runs while the reproducer builds.
  */
+import { resolve } from "node:path";
 import { confinementFor, type Confinement } from "../frontends/sandbox.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -178,7 +179,7 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
   // another architecture's module: its figures read for that architecture (the captured module's beside it, as captured)
   const other = o.targetArch ? { ...moduleFigures(b.module, { ...m, device: { ...m.device, arch: o.targetArch } }), targetArch: o.targetArch } : {};
   return {
-    dir: c.dir,
+    dir: resolve(c.dir), // absolute, as every document gives the folder (a new user's finding: "./cap" as typed)
     verdict: "built",
     kernel: m.kernel.name,
     symbol: m.kernel.name,

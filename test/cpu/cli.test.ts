@@ -542,6 +542,9 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(kc("judge", dir, "--dtype=0=fp16", "--dtype", "1=fp32").exitCode).toBe(0);
       expect(JSON.parse(kc("judge", dir, "--json").stdout.toString()).settings.dtypes).toEqual({ "0": "fp16", "1": "fp32" });
       expect(await verb("judge", [dir, "--dtype", "0=fp32", "--dtype", "1=bf16"])).toBe(0);
+      // changed: whether the stored settings now differ (the same setting again, or a --clear of none, changes nothing)
+      const changed = (...a: string[]) => JSON.parse(kc("judge", dir, ...a, "--json").stdout.toString()).changed;
+      expect([changed("--rtol", "1e-3"), changed("--rtol", "2e-3"), changed("--rtol", "1e-3"), changed()]).toEqual([false, true, true, false]);
       const help = kc("judge", "--help").stdout.toString();
       expect(help).toContain("This run's values replace the stored list; --clear empties it");
       // judge's own help: it stores settings; replay's "else the capture's judging settings" and one-run defaults would mislead
@@ -892,6 +895,14 @@ describe("command line (runCli: the one error path)", () => {
     const typo = await cli(["lst", "--json"]);
     expect(typo.code).toBe(2);
     expect(JSON.parse(typo.out).error.message).toBe("unknown command: lst; did you mean list?");
+    // the MCP tools' names (agent-skill.md's evaluate, build) name the verb that does their work; Object's own names none
+    for (const [word, verb] of [
+      ["evaluate", "eval"],
+      ["build", "validate --build-only"],
+      ["capture", "run"],
+    ])
+      expect(JSON.parse((await cli([word, "--json"])).out).error.message).toBe(`unknown command: ${word}; did you mean ${verb}?`);
+    expect(JSON.parse((await cli(["constructor", "--json"])).out).error.message).toBe("unknown command: constructor");
     const r = await cli(["replay", "cap", "--iter", "5", "--json"]);
     expect(r.code).toBe(2);
     expect(JSON.parse(r.out).error.message).toContain("unknown option --iter");
@@ -1437,6 +1448,11 @@ test("KERNCAP_VERBOSE=1 is --verbose: debug logs (the error's stack) without the
   expect(env.exitCode).toBe(2);
   expect(plain.stderr.toString()).not.toContain("at readManifest");
   expect(env.stderr.toString()).toContain("at readManifest");
+  // an off word is off, as KERNCAP_RECEIVED reads it (a new user's finding: KERNCAP_VERBOSE=0 turned it on)
+  for (const off of ["0", "false", "OFF"]) {
+    const r = Bun.spawnSync([process.execPath, main, "replay", d], { stderr: "pipe", env: { ...process.env, KERNCAP_VERBOSE: off } });
+    expect(r.stderr.toString(), off).not.toContain("at readManifest");
+  }
 });
 
 // without a GPU, validate still says whether the edit compiled (found by a trial: after a good

@@ -13,7 +13,7 @@ import { openCapture } from "../../format/capture-dir.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { JUDGE_LOCK, withCaptureLock } from "../../util/build-lock.ts";
 import { JUDGE_FILE } from "../../format/file-names.ts";
-import { readInCapture } from "../../format/paths.ts";
+import { MANIFEST_MAX_BYTES, readInCapture } from "../../format/paths.ts";
 import {
   acceptCommand,
   acceptJudging,
@@ -34,6 +34,15 @@ import { shellPath } from "../../util/shell-quote.ts";
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
 import { dirArg, jsonArg, printJson, printText, toleranceOptions, trustArg, verboseArg } from "../args.ts";
 import { notYours } from "../../format/received.ts";
+
+/** The judging file's bytes as text (hex), null when there is none or it cannot be read: judge's `changed` compares them before and after. */
+function storedBytes(dir: string): string | null {
+  try {
+    return readInCapture(dir, JUDGE_FILE, MANIFEST_MAX_BYTES)?.toString("hex") ?? null;
+  } catch {
+    return null;
+  }
+}
 
 /** The stored settings for --clear, which replaces them: a file that does not read is said (log) and left to be replaced. */
 function storedOrNote(dir: string): undefined {
@@ -169,6 +178,7 @@ export default defineCommand({
  */
 function judgeLocked(dir: string, m: Manifest, args: ParsedArgs<typeof judgeArgs>, rawArgs: string[], warned: { list: string[] }): number {
   const given = toleranceOptions(args, rawArgs);
+  const before = storedBytes(dir);
   const changing = Boolean(args.clear) || args.expect !== undefined || Object.values(given).some((x) => x !== undefined);
   // --clear starts from nothing: a stored file that no longer reads (changed by hand, damaged) is replaced, not read
   const accept = trustArg(args.accept, rawArgs, "accept");
@@ -214,7 +224,9 @@ function judgeLocked(dir: string, m: Manifest, args: ParsedArgs<typeof judgeArgs
   // the settings awaiting acceptance: the digest of the bytes shown, and the command that accepts them (nu10 #28)
   const digest = !file || used ? undefined : changing ? readJudgingFile(dir)?.file : read?.file;
   const awaiting = digest ? { digest, command: acceptCommand(shellPath(dir), digest) } : null;
-  if (args.json) printJson("judge", { dir: resolve(dir), file, changed: Boolean(changing), settings, used, accept: awaiting, warnings: warned.list });
+  // changed: the stored settings differ from those before (the same --rtol twice, a --clear of none: unchanged; a new user's finding)
+  const changed = changing && storedBytes(dir) !== before;
+  if (args.json) printJson("judge", { dir: resolve(dir), file, changed, settings, used, accept: awaiting, warnings: warned.list });
   else
     printText(
       `${changing ? "judging settings now" : "judging settings"}: ${describeJudging(settings)}${file ? ` (${file})` : ""}${file && !used ? `; ${notUsedNote(dir, judgingNotOwn(dir, m), changing ? undefined : read?.file)}` : ""}\n`,
