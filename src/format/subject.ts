@@ -112,7 +112,14 @@ export interface VerdictSettings {
 
 const verdictOptions = (s: VerdictSettings) => ({ runs: s.runs, verify: s.verify, flushL2: s.flushL2 === true, tolerance: s.tolerance });
 
-/** A `kerncap check` capture's subject: the capture as found (src/check/discover.ts CaptureRef), its reproducer with --rebuild, and the run's options that change its verdict (--rebuild, --trust, --force, --build-only too: a build is no replay's verdict). */
+/**
+ * A `kerncap check` capture's subject: the capture as found (src/check/discover.ts CaptureRef), its
+ * reproducer with --rebuild, and the run's options that change its verdict (--rebuild, --force,
+ * --build-only too: a build is no replay's verdict). Not --trust: it decides only whether a received
+ * capture's build runs at all, and its build.sh and src/ are in the subject; a capture refused
+ * without it has an error record, which --resume checks again anyway (so `--trust --resume` checks
+ * that capture again, and only it: a new user's finding, every capture was checked again).
+ */
 export function checkSubject(
   c: { path: string; kind: "folder" | "archive" },
   s: VerdictSettings & { rebuild: boolean; trust: boolean; force: boolean; buildOnly?: boolean },
@@ -120,7 +127,7 @@ export function checkSubject(
   return subjectDigest({
     capture: { dir: c.path, kind: c.kind },
     reproducer: s.rebuild && c.kind === "folder" ? c.path : undefined,
-    options: { ...verdictOptions(s), rebuild: s.rebuild, trust: s.trust, force: s.force, ...(s.buildOnly ? { buildOnly: true } : {}) },
+    options: { ...verdictOptions(s), rebuild: s.rebuild, force: s.force, ...(s.buildOnly ? { buildOnly: true } : {}) },
   });
 }
 

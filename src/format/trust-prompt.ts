@@ -22,38 +22,22 @@ function shownScript(script: Buffer): string {
   return escapeForTerminal(script.toString("utf8")); // C0, C1, bidi overrides, U+2028/9 (src/escape.ts)
 }
 
-/** Whether kerncap's own build.sh is shown as one line, not printed (withOwnBuildAsOneLine). */
-let ownBuildAsOneLine = false;
-
-/**
- * Run `fn` (a trust gate: synchronous) with a build.sh that is kerncap's own (`runs.notStock`
- * undefined: a rendering of its frontend's template whose flags are compile settings only,
- * src/frontends/stock-build.ts readBuildScripts) shown as one line, its name, size, SHA-256 and
- * that it is kerncap's own, not its ~100 lines: `kerncap check --rebuild`, whose log would
- * otherwise print it for every received capture. Any other build.sh is printed as ever.
- */
-export function withOwnBuildAsOneLine<T>(fn: () => T): T {
-  const was = ownBuildAsOneLine;
-  ownBuildAsOneLine = true;
-  try {
-    return fn();
-  } finally {
-    ownBuildAsOneLine = was;
-  }
-}
-
 /**
  * The files of `runs` as the user is shown them: each between `──── NAME (N bytes, sha256 H) ────` and
  * `──── end of NAME ────`, escaped (shownScript); `budget`: the most bytes shown in all (the
  * terminal's SHOWN_ON_TERMINAL, kerncap mcp's message BUILD_SH_IN_MESSAGE), the rest said as a count.
- * Within withOwnBuildAsOneLine, kerncap's own build.sh is one line.
+ * A received capture's build.sh that is kerncap's own (a rendering of its frontend's template whose
+ * flags are compile settings only: src/frontends/stock-build.ts readBuildScripts; `runs.stockFlags`)
+ * is one line, its name, size, SHA-256 and compile flags, not its ~140 lines of kerncap's own text
+ * (validate and check alike: a new user read 140 lines of kerncap's template to learn nothing).
  */
 export function shownFiles(runs: WhatRuns, budget = SHOWN_ON_TERMINAL): string {
   let out = "";
   let left = budget;
   for (const f of runs.files) {
-    if (ownBuildAsOneLine && f.name === "build.sh" && runs.notStock === undefined && !f.listedOnly) {
-      out += `──── build.sh (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}): kerncap's own build.sh (its template, compile flags only), not printed ────\n`;
+    if (f.name === "build.sh" && runs.notStock === undefined && runs.stockFlags !== undefined && !f.listedOnly) {
+      const flags = escapeForTerminal(runs.stockFlags, { oneLine: true }) || "none";
+      out += `──── build.sh (${f.bytes.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(f.bytes).digest("hex")}): kerncap's own build.sh, not printed: its template's text, its compile flags ${flags} ────\n`;
       continue;
     }
     if (f.listedOnly) {

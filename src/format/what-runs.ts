@@ -42,6 +42,8 @@ export interface NamedProgram {
 export interface BuildScriptReading {
   stock: boolean;
   why?: string;
+  /** A stock build.sh's compile flags (its template's flags slot, as written), which the refusal shows in place of its text. */
+  flags?: string;
   programs: NamedProgram[];
   named: string[];
 }
@@ -77,6 +79,8 @@ export interface WhatRuns {
    * of them), and plain --trust is not enough. Undefined for a capture of the user's own.
    */
   notStock?: string;
+  /** A received capture's build.sh that is kerncap's own (notStock undefined): its compile flags as written, the one part of it not the template's. */
+  stockFlags?: string;
   /** The interpreter a frontend's run file names (Triton: pinned.json's), null where none. */
   interpreter: string | null;
   /** How the refusal speaks of it (RunFiles.interpreter.named: "the interpreter pinned.json names"). */
@@ -139,6 +143,7 @@ export function readWhatRuns(dir: string, frontend: string, received = false): W
   if (interpreter !== null) by?.interpreter?.check(dir, interpreter);
   const interpreterNamed = interpreter !== null ? by?.interpreter?.named : undefined;
   let notStock: string | undefined;
+  let stockFlags: string | undefined;
   if (received) {
     const reading = reader?.(frontend, files) ?? { stock: false, why: "no frontend could read it", programs: [], named: [] };
     const refused = reading.programs.map((p) => programProblem(dir, p)).filter((p): p is string => !!p);
@@ -154,9 +159,17 @@ export function readWhatRuns(dir: string, frontend: string, received = false): W
     if (!reading.stock) {
       notStock = reading.why ?? "build.sh is not the one this kerncap writes";
       addReachable(dir, files, reading.named);
-    }
+    } else stockFlags = reading.flags;
   }
-  return { frontend, files, interpreter, ...(interpreterNamed ? { interpreterNamed } : {}), notStock, digest: runsDigest(frontend, files, interpreter) };
+  return {
+    frontend,
+    files,
+    interpreter,
+    ...(interpreterNamed ? { interpreterNamed } : {}),
+    notStock,
+    ...(stockFlags !== undefined ? { stockFlags } : {}),
+    digest: runsDigest(frontend, files, interpreter),
+  };
 }
 
 /**

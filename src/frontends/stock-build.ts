@@ -468,5 +468,5 @@ export function readBuildScripts(templates: readonly TemplateFile[] | undefined,
     const py = flagWords(slots.python)[0];
     if (py) programs.push({ flag: "build.sh's Python", value: py, kind: "program" });
   }
-  return { stock: true, programs, named: [] };
+  return { stock: true, programs, named: [], flags: slots.flags ?? "" };
 }

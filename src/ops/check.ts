@@ -43,7 +43,6 @@ import { lines, serveTasks } from "../check/worker.ts";
 import { deviceArch, deviceResets } from "../replay/backends/factory.ts";
 import type { Outcome } from "../format/check-record.ts";
 import { requireTrustedBuild } from "./gates.ts";
-import { withOwnBuildAsOneLine } from "../format/trust-prompt.ts";
 import { replayBeside, startRebuild, type StartedRebuild } from "./rebuild-beside.ts";
 
 /**
@@ -260,12 +259,6 @@ function emptyOutcome(task: CaptureRef) {
  * @throws KerncapError E_UNTRUSTED, E_TRUST_CHANGED (src/format/trust.ts requireTrustedBuild)
  */
 function gateRebuild(task: CaptureRef, dir: string, m: Manifest, s: CheckSettings, theirs: string | undefined): void {
-  // kerncap's own build.sh as one line (its name, size, SHA-256), not ~100 lines per capture in the check's log
-  withOwnBuildAsOneLine(() => gateOf(task, dir, m, s, theirs));
-}
-
-/** The trust gate of gateRebuild. */
-function gateOf(task: CaptureRef, dir: string, m: Manifest, s: CheckSettings, theirs: string | undefined): void {
   requireTrustedBuild(dir, m, s.trust, {
     adopt: false, // a corpus no refusal showed: --trust runs builds, it makes no capture the user's own
     ...(theirs ? { theirs } : {}),

@@ -647,6 +647,11 @@ describe("a check with fake workers", () => {
     const same = fakeWorkers((t) => outcome(t));
     expect((await runCheck(options([root], results, same.open, { ...rebuild, resume: true }))).exitCode).toBe(0);
     expect(same.calls).toEqual([]);
+    // --trust is not one: it only lets a received capture's build run (refused without it: an error record, checked again
+    // anyway), so the refusal's "--trust --resume checks it again, and only it" holds (a new user's finding: all were)
+    const trusting = fakeWorkers((t) => outcome(t));
+    await runCheck(options([root], results, trusting.open, { settings: { ...SETTINGS, rebuild: true, trust: true }, resume: true }));
+    expect(trusting.calls).toEqual([]);
     // its record is the writer's; other options (no --rebuild, a tolerance) are another subject
     for (const o of [{ settings: SETTINGS }, { settings: { ...SETTINGS, rebuild: true, tolerance: { rtol: 0.5 } } }]) {
       writeFileSync(path, sealedLine("check-record", written));
@@ -1101,7 +1106,7 @@ describe("the verb", () => {
     const refused = await stderrOf(() => checkCapture(task, { ...SETTINGS, rebuild: true }));
     expect([refused.value.outcome, refused.value.code]).toEqual(["error", "E_UNTRUSTED"]);
     expect(refused.value.reason).toContain("received capture");
-    expect(refused.err).toContain("kerncap's own build.sh (its template, compile flags only), not printed"); // kerncap's own: one line (check's log)
+    expect(refused.err).toContain("kerncap's own build.sh, not printed: its template's text, its compile flags"); // kerncap's own: one line (check's log)
     expect(existsSync(join(dir, "built"))).toBe(false);
     const state = process.env.XDG_STATE_HOME;
     process.env.XDG_STATE_HOME = tempDir(); // the trust record goes here, not into the user's state folder
