@@ -484,7 +484,17 @@ function judgeBuildSh(
   // build.sh names the sources src/… from its folder: on the user's own command line its messages name them by the
   // capture's path, as the user's terminal and editor find them (a confined build's stay src/…, the agent's view)
   const named = (t: string) => (o.confine ? t : t.replace(/(^|[\s"'(])(?:\.\/)?src\//gm, (_m, pre: string) => `${pre}${dir}/src/`));
-  const [out, err, code] = [unstage(ran.out), named(unstage(ran.err)), ran.code];
+  const [out, allErr, code] = [unstage(ran.out), named(unstage(ran.err)), ran.code];
+  // build.sh's notes that the remade sources made expected ("no usable slice" where a confined build compiles the whole TU on
+  // purpose): said at debug level, and no part of an error's text, whose first line an agent or a table reads (a new user's finding)
+  const expected = (l: string) => b.expectedNotes.some((e) => l.startsWith(e));
+  for (const n of allErr.split("\n").filter(expected)) log.debug(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
+  const err = b.expectedNotes.length
+    ? allErr
+        .split("\n")
+        .filter((l) => !expected(l))
+        .join("\n")
+    : allErr;
   const seconds = (performance.now() - t0) / 1000;
   // timeout's 124, or 137 where its SIGKILL (-k 5) ended a build that ignored the SIGTERM
   if (b.limit && (code === 124 || (code === 137 && seconds >= b.limit.seconds))) throw pastTimeLimit(b.limit, Boolean(o.confine), limited && !o.confine);
@@ -543,7 +553,7 @@ function judgeBuildSh(
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown
   // when it built; after a failure they stay in the error's text (after the compiler's error, as context) and the debug log
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: ")))
-    (code === 0 && !b.expectedNotes.some((e) => n.startsWith(e)) ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
+    (code === 0 ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
   if (code !== 0) {
     const explained = o.explain?.(err);
     if (explained) throw explained;

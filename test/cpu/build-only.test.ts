@@ -208,6 +208,8 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     expect(docs[1].message).not.toContain("on the command line");
     // the edit's error, not the slice: no note on the slice when the whole TU fails too (nu12 #2), none naming its log (nu10 #16)
     for (const e of docs) expect(e.message).not.toContain("kerncap: the slice");
+    // nor the confined build's "no usable slice", which it means (the whole TU on purpose): the error's first line is the compiler's
+    expect(docs[1].message).toBe('the reproducer does not build (build.sh exit 1):\nsrc/saxpy.cu:22: error: expected a ";"');
     expect(docs[1].message).not.toContain("slice-build.log");
   }, 60_000);
 
