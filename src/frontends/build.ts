@@ -83,6 +83,19 @@ export function remakeGeneratedSources(dir: string, m: Manifest): string[] {
   return remakeGenerated(dir, m) ?? [];
 }
 
+/** Starts of build.sh's notes that a frontend already said before the build (saidBeforeBuild): the build logs them at debug level only. */
+const saidBefore = new Set<string>();
+
+/**
+ * Say before a build what build.sh would say in a note starting `noteStart` (CUDA: a slice edited
+ * by hand, which the pruned build compiles without running build.sh): the note is logged once, and
+ * build.sh's own then at debug level only.
+ */
+export function sayBeforeBuild(noteStart: string, said: string): void {
+  if (!saidBefore.has(noteStart)) log.info(said);
+  saidBefore.add(noteStart);
+}
+
 /** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
 export class FastBuildUnavailable extends Error {}
 
@@ -487,9 +500,11 @@ function judgeBuildSh(
   const [out, allErr, code] = [unstage(ran.out), named(unstage(ran.err)), ran.code];
   // build.sh's notes that the remade sources made expected ("no usable slice" where a confined build compiles the whole TU on
   // purpose): said at debug level, and no part of an error's text, whose first line an agent or a table reads (a new user's finding)
-  const expected = (l: string) => b.expectedNotes.some((e) => l.startsWith(e));
+  // and those a frontend said before the build (sayBeforeBuild: CUDA's slice edited by hand), their src/ paths named as the lines' are
+  const starts = [...b.expectedNotes, ...[...saidBefore].map(named)];
+  const expected = (l: string) => starts.some((e) => l.startsWith(e));
   for (const n of allErr.split("\n").filter(expected)) log.debug(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
-  const err = b.expectedNotes.length
+  const err = starts.length
     ? allErr
         .split("\n")
         .filter((l) => !expected(l))

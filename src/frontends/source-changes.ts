@@ -9,15 +9,17 @@ import { frontendOf } from "./index.ts";
 
 /**
  * The src/ files of a capture (or of what an export or archive ships of it) that differ from what the capture wrote (manifest.sources: edited, added,
- * gone, as `kerncap inspect` reads them), the frontend's generated files (CUDA's slice) and the
- * files the export leaves out passed over; [] when the manifest records no digests.
+ * gone, as `kerncap inspect` reads them), the frontend's generated files (CUDA's slice; unless one
+ * is not what kerncap makes of the sources: edited by hand) and the files the export leaves out passed over; [] when the manifest records no digests.
  * @returns one entry per file, edited first, then added, then gone
  */
 export function sourcesChanged(capDir: string, m: Manifest, leftOut: readonly string[]): SourceChange[] {
   if (!m.sources) return [];
   let generated: string[] = [];
   try {
-    generated = (frontendOf(m).generatedSources?.(m) ?? []).map((g) => `src/${g}`);
+    const f = frontendOf(m);
+    // a generated file kerncap did not make from the sources (CUDA's slice edited by hand, built as it is) is compared as any source
+    if (f.generatedProblem?.(capDir, m) === undefined) generated = (f.generatedSources?.(m) ?? []).map((g) => `src/${g}`);
   } catch {
     // a frontend this kerncap does not know: every file compared
   }

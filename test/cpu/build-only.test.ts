@@ -157,6 +157,26 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     expect(own.stderr.toString()).not.toContain("no usable slice");
   }, 60_000);
 
+  test("a slice edited by hand: said once before the build, whichever build compiles it (the pruned build runs no build.sh to say it), and inspect and pack list it as edited (a new user's finding)", () => {
+    const { dir, env } = demo();
+    expect(kerncap(["validate", dir, "--build-only"], env).exitCode).toBe(0); // the check: the pruned build may compile the next
+    const slice = join(dir, "src/saxpy.kerncap-slice.cu");
+    writeFileSync(slice, readFileSync(slice, "utf8").replace("p->a * p->x.data[i]", "2.0f * p->a * p->x.data[i]"));
+    for (const extra of [[], ["--full-build"]]) {
+      const r = kerncap(["validate", dir, "--build-only", ...extra], env);
+      expect(r.exitCode, r.stderr.toString()).toBe(0);
+      const said = r.stderr
+        .toString()
+        .split("\n")
+        .filter((l) => l.includes("saxpy.kerncap-slice.cu was edited by hand"));
+      expect(said.length, `${extra}: ${r.stderr}`).toBe(1);
+    }
+    const doc = JSON.parse(kerncap(["inspect", dir, "--json"], env).stdout.toString());
+    expect(doc.reproducer.sources.edited).toContain("src/saxpy.kerncap-slice.cu");
+    const pack = kerncap(["pack", dir, "--dry-run", "-o", join(dir, "../x.zip")], env);
+    expect(pack.stderr.toString()).toContain("src/ differs from the source the captured module was built from: src/saxpy.kerncap-slice.cu (edited)");
+  }, 60_000);
+
   test("a missing #include: E_BUILD with the fix hint, not the toolchain's (nu10 #30), its diagnostic structured; confined, a compile error saying the preprocessor stopped, none of the compiler's words (nu10 #29)", () => {
     const { dir, env } = demo();
     const src = join(dir, "src/saxpy.cu");

@@ -195,10 +195,14 @@ export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
   const present = buildShThere(dir) || folderOrNone(dir, "src") !== undefined;
   let built: string[] = [];
   let generated: string[] = [];
+  let handEdited = false;
   try {
     const f = frontendOf(m);
     generated = (f.generatedSources?.(m) ?? []).map((g) => `src/${g}`);
     built = (f.builtSources?.(dir, m) ?? []).map((b) => `src/${b}`);
+    // a generated file kerncap did not make from the sources (CUDA's slice edited by hand, which validate compiles as it
+    // is): compared as any source, so that an edit of it is said (a new user's finding: "as the capture wrote it")
+    handEdited = f.generatedProblem?.(dir, m) !== undefined;
   } catch {
     // a frontend this kerncap does not know: nothing to say of its files
   }
@@ -213,7 +217,7 @@ export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
         from: assumed ? "assumed: no compile command was found" : typeof c?.compileCommands === "string" ? `from ${c.compileCommands}` : "recovered",
       }
     : null;
-  const ignore = (p: string) => generated.includes(p);
+  const ignore = (p: string) => !handEdited && generated.includes(p);
   const sources = m.sources ? differingFiles(dir, m.sources, { ignore }) : null;
   return { present, edit, generated, flags, sources };
 }

@@ -45,6 +45,7 @@ import { KerncapError } from "../../errors.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
+import { sayBeforeBuild } from "../build.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
 import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
 import { flagDefinesOf, systemHeaders } from "./slice-directives.ts";
@@ -431,7 +432,7 @@ function sliceBody(meta: SliceMeta, tuText: string, context: SliceContext | unde
  * @returns what was done, for the log.
  * @throws KerncapError E_MANIFEST (meta), E_UNSAFE_PATH (src/<tu> or the slice a link, a FIFO …)
  */
-export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string } {
+export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string; editedByHand?: boolean } {
   const meta = checkSliceMeta(metaIn);
   const tuBytes = readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES);
   if (!tuBytes) return { action: "no-tu" };
@@ -447,7 +448,7 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
     const problem = sliceEditedByHand(text) ? undefined : sliceProblem(meta, text, tuText, projectHeaders(dir, meta));
     if (!problem) {
       sameTimestamp(dir, meta);
-      return { action: "fresh" };
+      return { action: "fresh", ...(sliceEditedByHand(text) ? { editedByHand: true } : {}) };
     }
     // its stamps say kerncap made it from this TU, and it is not what kerncap makes: stamps written over another text,
     // never an edit by hand (that one's body= differs): replaced
@@ -590,6 +591,12 @@ export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boole
     return;
   }
   const r = refreshSlice(resolve(dir), meta);
+  // said here, before any build: the pruned build compiles it without build.sh, whose note said it (a new user's finding: nothing did)
+  if (r.editedByHand)
+    sayBeforeBuild(
+      `kerncap: the slice src/${meta.slice} was edited by hand`,
+      `the slice src/${meta.slice} was edited by hand: compiling it as it is (it is generated from src/${meta.tu}: once that file changes, validate refuses to remake it over your edit; delete the slice to compile the whole TU)`,
+    );
   if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
   if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);
 }
