@@ -175,7 +175,15 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     fullBuild: o.fullBuild,
     ...(o.confine ? { confine: m, confinedBy: "validate --confine" } : {}),
     ...(o.targetArch ? { targetArch: o.targetArch } : {}),
-  }).built;
+  }).built.catch((e: unknown) => {
+    // an --arch the compiler does not know is the command line's fault, not the source's (a new user's finding: E_BUILD, "fix the compile error")
+    if (o.targetArch && isKerncapError(e) && e.code === "E_BUILD" && /Unsupported gpu architecture/.test(e.message))
+      throw new KerncapError("E_USAGE", `--arch ${o.targetArch}: the build's nvcc does not compile for it (nvcc fatal: Unsupported gpu architecture)`, {
+        hint: "`nvcc --list-gpu-arch` lists the architectures this nvcc compiles for (compute_NN: give --arch sm_NN); NVCC=/path/to/nvcc picks another toolkit.",
+        cause: e,
+      });
+    throw e;
+  });
   // another architecture's module: its figures read for that architecture (the captured module's beside it, as captured)
   const other = o.targetArch ? { ...moduleFigures(b.module, { ...m, device: { ...m.device, arch: o.targetArch } }), targetArch: o.targetArch } : {};
   return {

@@ -166,7 +166,9 @@ export class Rebuilder {
       quiet: this.o.quiet,
       force: this.o.force,
       ...(signal ? { signal } : {}),
-      ...(this.o.targetArch ? { targetArch: this.o.targetArch } : {}),
+      // another architecture's module beside build/kernel.cubin, never over it: that file is the captured architecture's, which
+      // `replay --against DIR/build/kernel.cubin` runs (a new user's finding: --arch sm_80 wrote an sm_80 cubin there)
+      ...(this.o.targetArch ? { targetArch: this.o.targetArch, out: `build/${this.o.targetArch}/kernel.cubin` } : {}),
       ...(this.o.confine ? { confine: this.o.confine, confinedBy: this.o.confinedBy } : {}),
       ...(this.o.userReadsMessages ? { userReadsMessages: true } : {}),
       ...(this.o.noteFor ? { noteFor: this.o.noteFor } : {}),

@@ -101,10 +101,14 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     expect(doc.rebuild).toMatchObject({ targetArch: "sm_80", builder: "build.sh" });
     expect(doc.rebuild.registers).toBeGreaterThan(0);
     expect(doc.rebuild.captured.registers).toBeGreaterThan(0);
+    // beside the captured architecture's build/kernel.cubin, never over it (replay --against runs that one: a new user's finding)
+    expect(doc.rebuild.module).toBe(join(realpathSync(dir), "build/sm_80/kernel.cubin"));
+    expect(existsSync(join(dir, "build/kernel.cubin"))).toBe(false);
     for (const [args, said] of [
       [["--arch", "sm_80"], "--arch sm_80 goes with --build-only"],
       [["--build-only", "--watch", "--arch", "sm_80"], "goes with --build-only alone, not with --watch"],
       [["--build-only", "--arch", "80"], "is no GPU architecture nvcc takes as -arch"],
+      [["--build-only", "--arch", "sm_999"], "--arch sm_999: the build's nvcc does not compile for it"], // nvcc's refusal, the command line's fault
     ] as const) {
       const bad = kerncap(["validate", dir, ...args], env);
       expect(bad.exitCode).toBe(2);
