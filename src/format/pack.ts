@@ -424,9 +424,13 @@ function packIndex(
       left.push({ path: rel, why: "an index left by hand: the archive writes its own" }); // an index left by hand; the archive gets its own
       continue;
     }
-    // the packer's seal of a capture made here (src/format/made-here.ts), never shipped and not worth a line: the recipient's copy is
-    // received; a nested capture's (a set's member, an older capture kept inside) alike (adversary 61)
-    if (rel === MADE_HERE_SEAL || rel.endsWith(`/${MADE_HERE_SEAL}`)) continue;
+    // the packer's seal of a capture made here (src/format/made-here.ts), never shipped: the recipient's copy is received; a
+    // nested capture's (a set's member, an older capture kept inside) alike (adversary 61). Listed, as all that is left out is
+    // (a new user's finding: neither in the list nor left out)
+    if (rel === MADE_HERE_SEAL || rel.endsWith(`/${MADE_HERE_SEAL}`)) {
+      left.push({ path: rel, why: "the seal that makes the capture yours on this machine: never shipped, the recipient's copy is received" });
+      continue;
+    }
     // a nested capture's manifest ships as the top one does: no machine id, whose folder, moved out, would count as a copy of
     // the recipient's own (adversary 61: a member kept this machine's id, and plain --trust sealed it as theirs)
     if (rel.endsWith(`/${MANIFEST_FILE}`) && !shipped.has(rel)) {
