@@ -41,6 +41,8 @@ const OutcomeFields = {
   /** The folder or archive checked. */
   path: v.string(),
   kernel: v.nullable(v.string()),
+  /** The kernel's symbol (its mangled name, the manifest's kernel.name), as every document gives it beside `kernel`; absent where the manifest did not read, and in records of kerncap before it. */
+  symbol: v.optional(v.string()),
   /** done: replayed, or built (verdict says how); skipped: refused by name (reason); error: could not be checked (code, reason). */
   outcome: v.picklist(["done", "skipped", "error"]),
   /** The replay's verdict against the captured after state (src/replay/engine.ts), run-to-run envelope included; built: `check --rebuild --build-only` rebuilt it and replayed nothing (its `rebuild` says how; status ok). */

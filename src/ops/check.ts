@@ -55,6 +55,8 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
   const base = emptyOutcome(task);
   const out = (o: Partial<Outcome> & Pick<Outcome, "outcome">): Outcome => ({
     ...base,
+    // the kernel's symbol (its mangled name) once the manifest read, as every document gives it beside `kernel`
+    ...(p.m ? { symbol: p.m.kernel.name } : {}),
     ...o,
     seconds: (performance.now() - t0) / 1000,
     replaySeconds,

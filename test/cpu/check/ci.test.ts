@@ -292,6 +292,7 @@ test("check --rebuild --build-only: each capture rebuilt, none replayed, no GPU 
       rebuild: { builder: "build.sh", targetArch: null },
     });
     expect(rec.rebuild.registers).toBeGreaterThan(0); // the rebuilt kernel's figures (nu14 #7)
+    expect([rec.kernel, rec.symbol]).toEqual(["saxpy(Saxpy const*)", "_Z5saxpyPK5Saxpy"]); // the name to read and the key, as every document gives them
     expect(rec.rebuild).toMatchObject({ spillStoreBytes: 0, spillLoadBytes: 0 });
     expect(rec.note).toMatch(/^built by build\.sh in \d+\.\d\d s; not replayed \(--build-only\)$/);
     expect(readFileSync(junit, "utf8")).toContain("not replayed (--build-only)");
