@@ -69,7 +69,7 @@ export function elementType(name: string): ElementType | undefined {
  */
 export function unknownElementType(option: string, name: string, regionHint = false): KerncapError {
   return new KerncapError("E_USAGE", `${option}: ${JSON.stringify(name)} is not a known element type`, {
-    hint: `Use ${Object.keys(ELEMENT_BYTES).join(", ")} (fp8 types such as e4m3/e5m2, i1 and bool are read as u8)${regionHint ? "; REGION=T for one region" : ""}.`,
+    hint: `Use ${Object.keys(ELEMENT_BYTES).join(", ")}, or their C and PyTorch names (float, double, half, bfloat16, int32, uint8 …; fp8 types such as e4m3/e5m2, i1 and bool are read as u8)${regionHint ? "; REGION=T for one region" : ""}.`,
   });
 }
 

@@ -545,6 +545,8 @@ const table: Record<keyof typeof commands, () => void> = {
       // changed: whether the stored settings now differ (the same setting again, or a --clear of none, changes nothing)
       const changed = (...a: string[]) => JSON.parse(kc("judge", dir, ...a, "--json").stdout.toString()).changed;
       expect([changed("--rtol", "1e-3"), changed("--rtol", "2e-3"), changed("--rtol", "1e-3"), changed()]).toEqual([false, true, true, false]);
+      // a type's C or PyTorch name is stored as kerncap names it (inspect's fp32), so that one setting reads one way
+      expect(JSON.parse(kc("judge", dir, "--dtype", "0=float", "--json").stdout.toString()).settings.dtypes["0"]).toBe("fp32");
       const help = kc("judge", "--help").stdout.toString();
       expect(help).toContain("This run's values replace the stored list; --clear empties it");
       // judge's own help: it stores settings; replay's "else the capture's judging settings" and one-run defaults would mislead

@@ -32,6 +32,7 @@ import { declaredRegionTypesOf } from "../../frontends/index.ts"; // also the fr
 import { regionDtypeWarnings } from "../../replay/dtype-check.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 import { multisetRegions } from "../../replay/tolerance-plan.ts";
+import { elementType } from "../../replay/tolerance.ts";
 import { dirArg, jsonArg, printJson, printText, toleranceOptions, trustArg, verboseArg } from "../args.ts";
 import { notYours } from "../../format/received.ts";
 
@@ -90,8 +91,10 @@ export function judgedSettings(
   const s: JudgeSettings = clear ? {} : { ...(prior ?? {}) };
   if (given.atol !== undefined) s.atol = given.atol;
   if (given.rtol !== undefined) s.rtol = given.rtol;
-  if (given.dtype !== undefined) s.dtype = given.dtype;
-  if (given.dtypes) s.dtypes = { ...(s.dtypes ?? {}), ...given.dtypes };
+  // stored by kerncap's name of the type (float → fp32, as inspect shows it: a new user's finding, "float" stored as typed)
+  const named = (t: string) => elementType(t) ?? t;
+  if (given.dtype !== undefined) s.dtype = named(given.dtype);
+  if (given.dtypes) s.dtypes = { ...(s.dtypes ?? {}), ...Object.fromEntries(Object.entries(given.dtypes).map(([r, t]) => [r, named(t)])) };
   if (given.multiset) s.multiset = given.multiset;
   if (expect !== undefined) {
     if (!["nondeterministic", "deterministic", "any"].includes(expect))
