@@ -172,3 +172,26 @@ export const CensusKernel = v.object({
   module: v.string(),
   perProcess: v.optional(v.array(PerProcess)),
 });
+
+/** ncu's key figures of a profiled launch (kerncap profile's `figures`: src/profile/ncu.ts): time in µs, sizes in bytes, throughputs in % of peak; null where the report lacks the metric. */
+export const ProfileFigures = v.object({
+  id: v.string(),
+  kernel: v.string(),
+  grid: v.string(),
+  block: v.string(),
+  device: v.string(),
+  durationUs: v.nullable(N),
+  smThroughputPct: v.nullable(N),
+  memoryThroughputPct: v.nullable(N),
+  achievedOccupancyPct: v.nullable(N),
+  registersPerThread: v.nullable(N),
+  dramBytes: v.nullable(N),
+  limiter: v.nullable(
+    v.object({
+      bound: v.picklist(["compute", "memory", "latency"]),
+      sections: v.array(v.string()),
+      source: v.picklist(["ncu rule", "throughputs"]),
+      text: v.string(),
+    }),
+  ),
+});

@@ -72,7 +72,7 @@ export function documentId(name: DocumentName): string {
 export function jsonDocument(name: DocumentName, doc: object): Record<string, unknown> {
   return { schema: documentId(name), ...doc };
 }
-import { CensusKernel, CleanedCaptures, Compare, N, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
+import { CensusKernel, CleanedCaptures, Compare, N, ProfileFigures, ReplayFields, TuneRow, U, Verdict } from "./document-parts.ts";
 import { Rebuild, WatchLineFields } from "./document-rebuild.ts";
 const id = (name: DocumentName) => ({ schema: v.literal(documentId(name)) });
 
@@ -274,29 +274,7 @@ export const DOCUMENTS = {
     /** Wall time (s). */
     seconds: v.object({ build: N, profile: N, import: N }),
     /** ncu's key figures of the profiled launch (null for nsys): time in µs, sizes in bytes, throughputs in % of peak; null where the report lacks the metric. */
-    figures: v.nullable(
-      v.object({
-        id: v.string(),
-        kernel: v.string(),
-        grid: v.string(),
-        block: v.string(),
-        device: v.string(),
-        durationUs: v.nullable(N),
-        smThroughputPct: v.nullable(N),
-        memoryThroughputPct: v.nullable(N),
-        achievedOccupancyPct: v.nullable(N),
-        registersPerThread: v.nullable(N),
-        dramBytes: v.nullable(N),
-        limiter: v.nullable(
-          v.object({
-            bound: v.picklist(["compute", "memory", "latency"]),
-            sections: v.array(v.string()),
-            source: v.picklist(["ncu rule", "throughputs"]),
-            text: v.string(),
-          }),
-        ),
-      }),
-    ),
+    figures: v.nullable(ProfileFigures),
   }),
   tune: v.object({
     ...id("tune"),

@@ -21,6 +21,7 @@ import { requireRenderedBuild } from "../format/rendered.ts";
 import { EXPORT_FILE } from "../format/file-names.ts";
 import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
+import { notesSaidBefore } from "./build-notes.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads, parseDiagnostics, recordedSources, type Diagnostic } from "./confine.ts";
@@ -81,19 +82,6 @@ export function setGeneratedRemaker(f: (dir: string, m: Manifest) => string[] | 
 export function remakeGeneratedSources(dir: string, m: Manifest): string[] {
   if (!remakeGenerated) throw new Error("a confined build before the frontend registry loaded"); // a kerncap bug
   return remakeGenerated(dir, m) ?? [];
-}
-
-/** Starts of build.sh's notes that a frontend already said before the build (saidBeforeBuild): the build logs them at debug level only. */
-const saidBefore = new Set<string>();
-
-/**
- * Say before a build what build.sh would say in a note starting `noteStart` (CUDA: a slice edited
- * by hand, which the pruned build compiles without running build.sh): the note is logged once, and
- * build.sh's own then at debug level only.
- */
-export function sayBeforeBuild(noteStart: string, said: string): void {
-  if (!saidBefore.has(noteStart)) log.info(said);
-  saidBefore.add(noteStart);
 }
 
 /** A fast build's own failure (its plan or a step: Frontend.fastBuild): build.sh runs instead. */
@@ -478,6 +466,21 @@ function refuseSandboxFailure(ran: { err: string; code: number }, confinement: C
 }
 
 /**
+ * build.sh's stderr `err` without its notes that start with one of `starts`: those the remade
+ * sources made expected ("no usable slice" where a confined build compiles the whole TU on
+ * purpose) and those a frontend said before the build (./build-notes.ts: CUDA's slice edited by
+ * hand; their src/ paths named as the lines' are). They are logged at debug level, and no part of
+ * an error's text, whose first line an agent or a table reads (a new user's finding).
+ */
+function withoutExpectedNotes(err: string, starts: string[], noteFor: string | undefined): string {
+  if (!starts.length) return err;
+  const expected = (l: string) => starts.some((e) => l.startsWith(e));
+  const lines = err.split("\n");
+  for (const n of lines.filter(expected)) log.debug(`${noteFor ? `${noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
+  return lines.filter((l) => !expected(l)).join("\n");
+}
+
+/**
  * runBuildSh's reading of the build's outcome (`ran`: its output and exit, read with the private
  * folder's path as DIR's): its outputs collected, a confined build's dependency list judged, the module it printed;
  * build.sh's notes shown (b.expectedNotes: those the remade sources made expected, at debug level only).
@@ -498,18 +501,7 @@ function judgeBuildSh(
   // capture's path, as the user's terminal and editor find them (a confined build's stay src/…, the agent's view)
   const named = (t: string) => (o.confine ? t : t.replace(/(^|[\s"'(])(?:\.\/)?src\//gm, (_m, pre: string) => `${pre}${dir}/src/`));
   const [out, allErr, code] = [unstage(ran.out), named(unstage(ran.err)), ran.code];
-  // build.sh's notes that the remade sources made expected ("no usable slice" where a confined build compiles the whole TU on
-  // purpose): said at debug level, and no part of an error's text, whose first line an agent or a table reads (a new user's finding)
-  // and those a frontend said before the build (sayBeforeBuild: CUDA's slice edited by hand), their src/ paths named as the lines' are
-  const starts = [...b.expectedNotes, ...[...saidBefore].map(named)];
-  const expected = (l: string) => starts.some((e) => l.startsWith(e));
-  for (const n of allErr.split("\n").filter(expected)) log.debug(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
-  const err = starts.length
-    ? allErr
-        .split("\n")
-        .filter((l) => !expected(l))
-        .join("\n")
-    : allErr;
+  const err = withoutExpectedNotes(allErr, [...b.expectedNotes, ...notesSaidBefore().map(named)], o.noteFor);
   const seconds = (performance.now() - t0) / 1000;
   // timeout's 124, or 137 where its SIGKILL (-k 5) ended a build that ignored the SIGTERM
   if (b.limit && (code === 124 || (code === 137 && seconds >= b.limit.seconds))) throw pastTimeLimit(b.limit, Boolean(o.confine), limited && !o.confine);

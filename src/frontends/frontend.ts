@@ -270,6 +270,8 @@ export interface Frontend<Options = unknown> {
    * text of the TU included: the build makes it again).
    */
   generatedProblem?(dir: string, m: Manifest): string | undefined;
+  /** Whether a file of generatedSources under `dir`'s src/ was edited by hand and is compiled as it is (CUDA: a slice whose text is not the one its first line's body= names): inspect, pack and export then list it as an edited source. */
+  generatedEditedByHand?(dir: string, m: Manifest): boolean;
   /**
    * The files of src/ its build compiles or imports whatever the edit (relative to src/; CUDA: the
    * TU and the kernel's definition file, Triton: pinned.json's kernel file), read from the capture

@@ -584,7 +584,7 @@ describe("names are data", () => {
     const shipped = (await readPackIndex(p.archive)).files.map((f: { path: string }) => f.path);
     expect(shipped).toContain("src/k.py");
     expect(shipped.filter((f: string) => f.includes("pyc"))).toEqual([]);
-    expect(p.leftOut.map((l) => l.path).sort()).toEqual(["src/__pycache__", "src/old.pyc"].sort());
+    expect(p.leftOut.map((l) => l.path).sort()).toEqual(["kerncap-made-here.json", "src/__pycache__", "src/old.pyc"].sort()); // the seal: never shipped
     copyReproducer(cap, join(root, "copy"));
     expect(existsSync(join(root, "copy/src/k.py"))).toBe(true);
     expect(existsSync(join(root, "copy/src/__pycache__"))).toBe(false);
@@ -616,7 +616,7 @@ describe("names are data", () => {
     await makeCapture(cap);
     mkdirSync(join(cap, "bin/sub"), { recursive: true });
     const packed = await packCapture(cap, join(root, "c.zip"));
-    expect(packed.leftOut.map((l) => l.path)).toEqual(["bin/", "bin/sub/"]);
+    expect(packed.leftOut.map((l) => l.path)).toEqual(["bin/", "bin/sub/", "kerncap-made-here.json"]); // and the seal, never shipped
     await unpackArchive(packed.archive, join(root, "back"));
     expect(existsSync(join(root, "back/bin"))).toBe(false);
     writeFileSync(join(cap, "bin/sub/tool"), "x");

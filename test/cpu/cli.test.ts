@@ -711,6 +711,11 @@ const table: Record<keyof typeof commands, () => void> = {
           stderr: "pipe",
         });
         expect(JSON.parse(p.stdout.toString())).toMatchObject({ canBuild: true, canReplay: false, canCapture: false });
+        // the text names the failed checks and says none is one building needs, before "can build here" (a new user's finding)
+        const text = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../src/cli/main.ts"), "doctor", "--for", "build", "--no-capture"], {
+          stdout: "pipe",
+        });
+        expect(text.stdout.toString()).toMatch(/\nsome checks failed \(libcuda[^)]*\), none that build needs\ncan build here\n$/);
         await expect(verb("doctor", ["--for", "everything"])).rejects.toMatchObject({ code: "E_USAGE" });
       },
     );

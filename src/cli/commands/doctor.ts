@@ -42,9 +42,17 @@ export default defineCommand({
         (c) =>
           `${c.status.padEnd(4)}  ${c.id.padEnd(w)}  ${c.detail}${c.fix && (c.status === "warn" || c.status === "fail") ? `\n${" ".repeat(w + 8)}fix: ${c.fix}` : ""}`,
       );
-      printText(
-        L.join("\n") + `\n${r.verdict === "fail" ? "some checks failed" : r.verdict === "warn" ? "usable, with warnings" : "everything checked is in order"}\n`,
-      );
+      const failed = r.checks.filter((c) => c.status === "fail").map((c) => c.id);
+      const canNeed = need !== undefined && r[CAN[need as keyof typeof CAN]];
+      // with --for, a failed check the asked work does not need is said as such (a new user's finding: "some checks failed",
+      // then "can build here", read as a contradiction)
+      const summary =
+        r.verdict === "fail"
+          ? `some checks failed (${failed.join(", ")})${canNeed ? `, none that ${need} needs` : ""}`
+          : r.verdict === "warn"
+            ? "usable, with warnings"
+            : "everything checked is in order";
+      printText(L.join("\n") + `\n${summary}\n`);
     }
     if (need !== undefined) {
       const can = r[CAN[need as keyof typeof CAN]];

@@ -202,7 +202,7 @@ export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
     built = (f.builtSources?.(dir, m) ?? []).map((b) => `src/${b}`);
     // a generated file kerncap did not make from the sources (CUDA's slice edited by hand, which validate compiles as it
     // is): compared as any source, so that an edit of it is said (a new user's finding: "as the capture wrote it")
-    handEdited = f.generatedProblem?.(dir, m) !== undefined;
+    handEdited = f.generatedEditedByHand?.(dir, m) ?? false;
   } catch {
     // a frontend this kerncap does not know: nothing to say of its files
   }

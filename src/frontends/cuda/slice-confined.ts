@@ -12,7 +12,7 @@ import { resolve } from "node:path";
 import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
-import { checkSliceMeta, notMadeText, projectHeaders, sliceMetaOf, sliceProblem, sliceText } from "./slice.ts";
+import { checkSliceMeta, notMadeText, projectHeaders, sliceEditedByHand, sliceMetaOf, sliceProblem, sliceText } from "./slice.ts";
 
 /** Why a confined build compiles the whole TU where the user's own validate compiles a prefix slice. */
 export const CONFINED_WHOLE_TU = "a build for an agent, an eval or a received capture compiles the whole TU: a prefix slice is the user's own edit loop's";
@@ -62,6 +62,22 @@ export function foreignSlice(dir: string, m: Manifest): string | undefined {
   const slice = readInCapture(dir, `src/${meta.slice}`, MANIFEST_MAX_BYTES)?.toString("utf8");
   if (slice === undefined) return undefined;
   return sliceProblem(meta, slice, readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES)?.toString("utf8"), projectHeaders(dir, meta));
+}
+
+/**
+ * Frontend.generatedEditedByHand of CUDA: whether `dir`'s slice was edited by hand (sliceEditedByHand:
+ * its body= stamp names another text), which the user's own build compiles as it is; false with no
+ * slice or one that does not read.
+ */
+export function sliceEditedInCapture(dir: string, m: Manifest): boolean {
+  const meta = sliceMetaOf(m);
+  if (!meta) return false;
+  try {
+    const slice = readInCapture(dir, `src/${checkSliceMeta(meta).slice}`, MANIFEST_MAX_BYTES)?.toString("utf8");
+    return slice !== undefined && sliceEditedByHand(slice);
+  } catch {
+    return false;
+  }
 }
 
 /**

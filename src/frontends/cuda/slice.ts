@@ -45,7 +45,7 @@ import { KerncapError } from "../../errors.ts";
 import type { Manifest } from "../../format/manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture, relativePathProblem, writeInCapture } from "../../format/paths.ts";
 import { log } from "../../log.ts";
-import { sayBeforeBuild } from "../build.ts";
+import { sayBeforeBuild } from "../build-notes.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
 import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
 import { flagDefinesOf, systemHeaders } from "./slice-directives.ts";
@@ -574,7 +574,8 @@ export function sliceMetaOf(m: Pick<Manifest, "source">): SliceMeta | undefined 
  * (unless edited by hand), so that the capture's own build.sh compiles the whole TU, the kernel the
  * agent's build was judged by (adversary 48: a slice leaves out a later kernel's call of a helper the
  * kernel calls, and cicc specialises the helper for the one call it sees); the user's next validate
- * makes it again.
+ * makes it again. A slice edited by hand is said here, before any build (the pruned build compiles
+ * it without build.sh, whose note said it: a new user's finding), once (./build-notes.ts).
  */
 export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boolean } = {}): void {
   const meta = sliceMetaOf(m);
@@ -582,16 +583,12 @@ export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boole
   if (o.confined && meta.kind === "prefix") {
     const slicePath = `src/${checkSliceMeta(meta).slice}`;
     const old = readInCapture(resolve(dir), slicePath, MANIFEST_MAX_BYTES);
+    const why = "the last build was an agent's (confined): it compiled the whole TU, and so does build.sh here until validate makes the slice again";
     if (old && !sliceEditedByHand(old.toString("utf8")) && !old.subarray(0, 200).toString("utf8").includes("sha256=none"))
-      writeInCapture(
-        resolve(dir),
-        slicePath,
-        notMadeText(meta, "the last build was an agent's (confined): it compiled the whole TU, and so does build.sh here until validate makes the slice again"),
-      );
+      writeInCapture(resolve(dir), slicePath, notMadeText(meta, why));
     return;
   }
   const r = refreshSlice(resolve(dir), meta);
-  // said here, before any build: the pruned build compiles it without build.sh, whose note said it (a new user's finding: nothing did)
   if (r.editedByHand)
     sayBeforeBuild(
       `kerncap: the slice src/${meta.slice} was edited by hand`,
