@@ -223,6 +223,8 @@ export const DOCUMENTS = {
         generated: v.array(v.string()),
         flags: v.nullable(v.object({ words: v.array(v.string()), assumed: v.boolean(), from: v.string() })),
         sources: v.nullable(v.object({ edited: v.array(v.string()), added: v.array(v.string()), gone: v.array(v.string()) })),
+        /** Why the generated files are not made (CUDA: the slice after an agent's build, so build.sh compiles the whole TU until validate makes it again); absent when they are. */
+        generatedNotMade: v.optional(v.string()),
       }),
     ),
   }),

@@ -270,8 +270,13 @@ export interface Frontend<Options = unknown> {
    * text of the TU included: the build makes it again).
    */
   generatedProblem?(dir: string, m: Manifest): string | undefined;
-  /** Whether a file of generatedSources under `dir`'s src/ was edited by hand and is compiled as it is (CUDA: a slice whose text is not the one its first line's body= names): inspect, pack and export then list it as an edited source. */
-  generatedEditedByHand?(dir: string, m: Manifest): boolean;
+  /**
+   * The state of the generated files under `dir`'s src/ as the user's own build finds them: "made"
+   * (kerncap's, or none), "edited" (edited by hand and compiled as it is, CUDA: a slice whose text is
+   * not the one its first line's body= names: inspect, pack and export list it as an edited source),
+   * or "not-made" (CUDA: the "not made" slice, so build.sh compiles the whole TU; `reason` why).
+   */
+  generatedState?(dir: string, m: Manifest): { state: "made" | "edited" | "not-made"; reason?: string };
   /**
    * The files of src/ its build compiles or imports whatever the edit (relative to src/; CUDA: the
    * TU and the kernel's definition file, Triton: pinned.json's kernel file), read from the capture

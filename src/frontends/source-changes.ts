@@ -19,7 +19,7 @@ export function sourcesChanged(capDir: string, m: Manifest, leftOut: readonly st
   try {
     const f = frontendOf(m);
     // a generated file kerncap did not make from the sources (CUDA's slice edited by hand, built as it is) is compared as any source
-    if (!f.generatedEditedByHand?.(capDir, m)) generated = (f.generatedSources?.(m) ?? []).map((g) => `src/${g}`);
+    if (f.generatedState?.(capDir, m).state !== "edited") generated = (f.generatedSources?.(m) ?? []).map((g) => `src/${g}`);
   } catch {
     // a frontend this kerncap does not know: every file compared
   }

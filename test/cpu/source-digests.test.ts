@@ -96,6 +96,12 @@ describe("kerncap inspect: the reproducer section", () => {
       flags: { words: ["-O3", "-std=c++17", "-Idemo/app"], assumed: true, from: "assumed: no compile command was found" },
       sources: { edited: ["src/saxpy.cu"], added: ["src/extra.cuh"], gone: [] },
     });
+    // the "not made" slice (after an agent's build): said as what build.sh then does, not "made from it" (a new user's finding)
+    writeFileSync(join(dir, "src/saxpy.kerncap-slice.cu"), "// kerncap slice of src/saxpy.cu sha256=none\n// not made: an agent's build\n");
+    expect((await cli(["inspect", dir])).out).toContain(
+      "reproducer edit src/saxpy.cu (build.sh compiles it whole: src/saxpy.kerncap-slice.cu is not made, an agent's build); nvcc flags",
+    );
+    expect(JSON.parse((await cli(["inspect", dir, "--json"])).out).reproducer.generatedNotMade).toBe("an agent's build");
     // a manifest without the record (an older kerncap's capture): said, not guessed
     const mf = join(dir, "kerncap.json");
     const m = JSON.parse(await Bun.file(mf).text());

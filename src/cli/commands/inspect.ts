@@ -181,8 +181,10 @@ export interface ReproducerFacts {
   generated: string[];
   /** CUDA: the compile flags build.sh passes, and whether they were assumed (a default set: no compile command found) or recovered; null for other frontends. */
   flags: { words: string[]; assumed: boolean; from: string } | null;
-  /** src/ against what the capture wrote (manifest.sources), generated files left out; null when the manifest records nothing of it (made before it was recorded). */
+  /** src/ against what the capture wrote (manifest.sources), generated files left out (but one edited by hand); null when the manifest records nothing of it (made before it was recorded). */
   sources: DifferingFiles | null;
+  /** Why the generated files are not made (Frontend.generatedState "not-made": CUDA's slice after an agent's build, build.sh then compiles the whole TU); absent when they are. */
+  generatedNotMade?: string;
 }
 
 /**
@@ -196,13 +198,16 @@ export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
   let built: string[] = [];
   let generated: string[] = [];
   let handEdited = false;
+  let notMade: string | undefined;
   try {
     const f = frontendOf(m);
     generated = (f.generatedSources?.(m) ?? []).map((g) => `src/${g}`);
     built = (f.builtSources?.(dir, m) ?? []).map((b) => `src/${b}`);
     // a generated file kerncap did not make from the sources (CUDA's slice edited by hand, which validate compiles as it
     // is): compared as any source, so that an edit of it is said (a new user's finding: "as the capture wrote it")
-    handEdited = f.generatedEditedByHand?.(dir, m) ?? false;
+    const g = f.generatedState?.(dir, m);
+    handEdited = g?.state === "edited";
+    if (g?.state === "not-made") notMade = g.reason ?? "";
   } catch {
     // a frontend this kerncap does not know: nothing to say of its files
   }
@@ -219,7 +224,7 @@ export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
     : null;
   const ignore = (p: string) => !handEdited && generated.includes(p);
   const sources = m.sources ? differingFiles(dir, m.sources, { ignore }) : null;
-  return { present, edit, generated, flags, sources };
+  return { present, edit, generated, flags, sources, ...(notMade !== undefined ? { generatedNotMade: notMade } : {}) };
 }
 
 /** Whether the capture holds something named build.sh (a link or a folder there too: inspect's trust line says what is wrong with it). */
@@ -244,7 +249,12 @@ function folderOrNone(dir: string, rel: string): string | undefined {
 export function describeReproducer(r: ReproducerFacts, module: string): string {
   if (!r.present) return "reproducer none: the capture has no build.sh or src/ (validate and export's make run-src need one)";
   const edit = r.edit.length ? `edit ${r.edit.join(", ")}` : "edit the sources under src/";
-  const gen = r.generated.length ? ` (build.sh compiles ${r.generated.join(", ")}, made from it)` : "";
+  // the "not made" slice (an agent's build, a TU that cannot be sliced) is said as what build.sh then does (a new user's finding)
+  const gen = !r.generated.length
+    ? ""
+    : r.generatedNotMade !== undefined
+      ? ` (build.sh compiles it whole: ${r.generated.join(", ")} is not made${r.generatedNotMade ? `, ${r.generatedNotMade}` : ""})`
+      : ` (build.sh compiles ${r.generated.join(", ")}, made from it)`;
   const flags = r.flags ? `; nvcc flags ${r.flags.words.join(" ") || "none"} (${r.flags.from})` : "";
   const s = r.sources;
   const changed = s ? [...s.edited.map((p) => `${p} (edited)`), ...s.added.map((p) => `${p} (added)`), ...s.gone.map((p) => `${p} (gone)`)] : [];

@@ -65,19 +65,23 @@ export function foreignSlice(dir: string, m: Manifest): string | undefined {
 }
 
 /**
- * Frontend.generatedEditedByHand of CUDA: whether `dir`'s slice was edited by hand (sliceEditedByHand:
- * its body= stamp names another text), which the user's own build compiles as it is; false with no
- * slice or one that does not read.
+ * Frontend.generatedState of CUDA: `dir`'s slice "edited" by hand (sliceEditedByHand: its body=
+ * stamp names another text), which the user's own build compiles as it is; "not-made" (notMadeText:
+ * an agent's build, or a TU that cannot be sliced), its reason; else "made" (kerncap's, none, or one
+ * that does not read: the build says why).
  */
-export function sliceEditedInCapture(dir: string, m: Manifest): boolean {
+export function sliceStateInCapture(dir: string, m: Manifest): { state: "made" | "edited" | "not-made"; reason?: string } {
   const meta = sliceMetaOf(m);
-  if (!meta) return false;
+  if (!meta) return { state: "made" };
   try {
     const slice = readInCapture(dir, `src/${checkSliceMeta(meta).slice}`, MANIFEST_MAX_BYTES)?.toString("utf8");
-    return slice !== undefined && sliceEditedByHand(slice);
+    if (slice !== undefined && sliceEditedByHand(slice)) return { state: "edited" };
+    const notMade = slice?.split("\n", 2);
+    if (notMade?.[0]?.endsWith(" sha256=none")) return { state: "not-made", reason: notMade[1]?.replace(/^\/\/ not made: /, "") ?? "" };
   } catch {
-    return false;
+    // the build reads it again and says what is wrong
   }
+  return { state: "made" };
 }
 
 /**
