@@ -10,7 +10,7 @@
  * holder and removed there (cleanPart), and nothing is removed while an eval holds a lock in `build/eval/` (its builds would lose
  * their folder): the whole command refuses before removing anything.
  */
-import { accessSync, closeSync, constants, lstatSync, openSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, lstatSync, openSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
@@ -21,6 +21,9 @@ import { cleanHolderName, pidAlive, staleCleanHolder } from "../leftovers.ts";
 import { fdPath, makePrivateTemp, openDirWalk } from "../util/write-file.ts";
 import { tryBuildLock, type BuildLock } from "../util/build-lock.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
+import { discoverCaptures } from "../check/discover.ts";
+import { escapeForTerminal } from "../escape.ts";
+import { log } from "../log.ts";
 
 /** What `clean` removes of one capture: `build`, `build/eval`, `profile` (relative to the capture folder). */
 export type CleanPart = "build" | "build/eval" | "profile";
@@ -37,6 +40,33 @@ export interface CleanedCapture {
   dir: string;
   removed: CleanedPart[];
   bytes: number;
+}
+
+/**
+ * cleanTargets of `paths`, where a folder that is neither a capture nor a capture set is searched
+ * for captures at any depth, as `kerncap check` finds them (src/check/discover.ts: folders only, an
+ * archive holds no build/; another user's copy passed over, said): `kerncap clean corpus` after
+ * `check corpus --rebuild` (a new user's finding: E_NOT_CAPTURE).
+ * @throws KerncapError as cleanTargets; E_USAGE where such a folder holds no capture
+ */
+export async function cleanTargetsUnder(paths: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const p of paths) {
+    const folder = lstatSync(p, { throwIfNoEntry: false })?.isDirectory() ?? false;
+    if (!folder || existsSync(join(p, MANIFEST_FILE)) || readCaptureSet(p)) {
+      out.push(...cleanTargets([p]));
+      continue;
+    }
+    const found = await discoverCaptures([p]);
+    for (const o of found.passedOver) if (o.warn) log.warn(`${escapeForTerminal(o.path, { oneLine: true })}: ${o.reason}`);
+    const folders = found.captures.filter((c) => c.kind === "folder").map((c) => c.path);
+    if (!folders.length)
+      throw new KerncapError("E_USAGE", `${escapeForTerminal(p, { oneLine: true })} is no capture and holds none (no kerncap.json at any depth)`, {
+        hint: "Name capture folders, capture sets (run -c N), or folders that hold them.",
+      });
+    out.push(...cleanTargets(folders));
+  }
+  return [...new Set(out)];
 }
 
 /** Options: `eval` removes build/eval only (not the pruned build's cache, which keeps validate fast); `profile` adds profile/; `dryRun` removes nothing. */

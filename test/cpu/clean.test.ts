@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFil
 import { basename, dirname, join } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
-import { cleanCaptures, cleanTargets } from "../../src/ops/clean.ts";
+import { cleanCaptures, cleanTargets, cleanTargetsUnder } from "../../src/ops/clean.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
 
@@ -274,4 +274,28 @@ test("a kerncap build of the capture under way (its build lock held): E_BUSY nam
   expect(after).toBeDefined();
   after!.release();
   expect(cleanCaptures(cleanTargets([a]))[0]!.removed.length).toBe(1);
+});
+
+test("a folder that holds captures (check's corpus): each one found at any depth is cleaned; one that holds none is E_USAGE (a new user's finding: E_NOT_CAPTURE)", async () => {
+  const corpus = join(tempDir(), "corpus");
+  mkdirSync(join(corpus, "deep/er"), { recursive: true });
+  const [a, b] = [join(corpus, "a"), join(corpus, "deep/er/b")];
+  for (const d of [a, b]) {
+    await makeCapture(d);
+    mkdirSync(join(d, "build"));
+    writeFileSync(join(d, "build/kernel.cubin"), Buffer.alloc(100));
+  }
+  const targets = await cleanTargetsUnder([corpus]);
+  expect(targets.sort()).toEqual([a, b].sort());
+  const r = cli([corpus, "--json"]);
+  expect(r.code, r.err).toBe(0);
+  const doc = JSON.parse(r.out);
+  expect(doc.captures.map((c: { dir: string }) => c.dir).sort()).toEqual([a, b].sort());
+  expect([existsSync(join(a, "build")), existsSync(join(b, "build"))]).toEqual([false, false]);
+  const empty = join(tempDir(), "empty");
+  mkdirSync(empty);
+  const none = cli([empty]);
+  expect(none.code).toBe(2);
+  expect(none.err).toContain("E_USAGE");
+  expect(none.err).toContain("is no capture and holds none");
 });

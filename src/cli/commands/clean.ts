@@ -5,7 +5,7 @@
  */
 import { defineCommand } from "citty";
 import { KerncapError } from "../../errors.ts";
-import { cleanCaptures, cleanTargets } from "../../ops/clean.ts";
+import { cleanCaptures, cleanTargetsUnder } from "../../ops/clean.ts";
 import { formatBytes, plural } from "../../util/format.ts";
 import { resolve } from "node:path";
 import { jsonArg, printJson, printText, verboseArg } from "../args.ts";
@@ -18,7 +18,11 @@ export default defineCommand({
       "Remove what kerncap made from captures and makes again when needed: build/ (rebuilt modules, the pruned TU's cache, eval's candidate copies), never what was captured or your source",
   },
   args: {
-    dir: { type: "positional", description: "Capture folders, or capture sets (run -c N): each member", required: false },
+    dir: {
+      type: "positional",
+      description: "Capture folders, capture sets (run -c N): each member, or folders that hold captures (searched at any depth, as check finds them)",
+      required: false,
+    },
     eval: {
       type: "boolean",
       description: "Only build/eval/: eval's candidate copies and their kept modules (the pruned build's cache, which keeps validate fast, stays)",
@@ -29,12 +33,12 @@ export default defineCommand({
     ...jsonArg,
     ...verboseArg,
   },
-  run({ args }) {
+  async run({ args }) {
     const paths = (args._ as string[]).map(String);
     if (!paths.length)
       throw new KerncapError("E_USAGE", "clean needs at least one capture folder", { hint: "kerncap clean DIR… [--eval] [--profile] [--dry-run]" });
     const dryRun = Boolean(args["dry-run"]);
-    const cleaned = cleanCaptures(cleanTargets(paths), { eval: Boolean(args.eval), profile: Boolean(args.profile), dryRun });
+    const cleaned = cleanCaptures(await cleanTargetsUnder(paths), { eval: Boolean(args.eval), profile: Boolean(args.profile), dryRun });
     const bytes = cleaned.reduce((a, c) => a + c.bytes, 0);
     // each capture's folder absolute, as every other verb's document gives it (a new user's finding: clean gave it as typed)
     if (args.json) printJson("clean", { dryRun, captures: cleaned.map((c) => ({ ...c, dir: resolve(c.dir) })), bytes });
