@@ -465,9 +465,11 @@ function failureOf(e: unknown, verb: string | undefined, verbose: boolean, fail:
   if (/Unknown command|Missing required|Invalid value/i.test(err.message ?? "")) {
     // a capture folder's verb run inside that folder: the folder is `.` (never taken without being said)
     const here = /Missing required positional argument: DIR/i.test(err.message ?? "") && existsSync("kerncap.json");
+    // citty's words in kerncap's style (a new user's finding: the only capitalised message)
+    const missing = /^Missing required positional argument: (\S+)$/i.exec(err.message ?? "")?.[1];
     return fail(
       "E_USAGE",
-      err.message,
+      missing ? `${verb} needs ${missing} (none given)` : err.message,
       here ? `This folder is a capture: name it, \`kerncap ${verb} .\`.` : `Run \`kerncap ${isVerb(verb) ? verb + " " : ""}--help\` for the options.`,
     );
   }

@@ -118,7 +118,7 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     const flags = kerncap(["validate", dir, "--build-only", "--json"], { ...env, EXTRA_FLAGS: "-arch=sm_80" });
     const e = JSON.parse(flags.stdout.toString()).error;
     expect(e.message).toContain("is built for sm_80, not the captured sm_90");
-    expect(e.hint).toContain("--build-only --arch sm_80");
+    expect(e.hint).toContain(`run kerncap validate ${dir} --build-only --arch sm_80`); // the folder, not a literal DIR (a new user's finding)
   }, 60_000);
 
   test("an editor's lock link (Emacs' dangling .#saxpy.cu) and swap file under src/ are passed over, as pack and export leave them out; another link is still refused", () => {

@@ -898,6 +898,11 @@ describe("command line (runCli: the one error path)", () => {
   test("Object.prototype names are not verbs", async () => {
     for (const v of ["toString", "constructor", "__proto__", "hasOwnProperty"]) expect((await cli([v])).code).toBe(2);
   });
+  test("no folder given: said in kerncap's words, naming the verb (a new user's finding: citty's capitalised message)", async () => {
+    const r = await cli(["inspect", "--json"]);
+    expect(r.code).toBe(2);
+    expect(JSON.parse(r.out).error.message).toBe("inspect needs DIR (none given)");
+  });
   test("an unknown option is refused before anything runs, also in JSON", async () => {
     const typo = await cli(["lst", "--json"]);
     expect(typo.code).toBe(2);

@@ -21,10 +21,10 @@ import { KerncapError } from "../../errors.ts";
 import { cubinKernels, cubinParamLayout } from "../../codeobj/cubin.ts";
 import { parseElf, SHN_UNDEF, STT_FUNC } from "../../codeobj/elf.ts";
 import { pickCubin } from "../../codeobj/fatbin.ts";
-import type { Manifest } from "../../format/manifest.ts";
+import { MANIFEST_FILE, type Manifest } from "../../format/manifest.ts";
 import { homeOrAbove, readCaptureBytes, withoutOthersWrite } from "../../format/paths.ts";
 import { log } from "../../log.ts";
-import { shellQuote as shq } from "../../util/shell-quote.ts";
+import { shellPath, shellQuote as shq } from "../../util/shell-quote.ts";
 import { locateKernelSource, type KernelLocation, type LocateInput } from "./locate.ts";
 import { cudaFlagsFromCommand, defaultCudaFlags, type CudaFlags, type FlagWord } from "./flags.ts";
 import { privateTempFolder } from "../../cache.ts";
@@ -407,6 +407,12 @@ export function toolkitProvided(name: string): boolean {
   );
 }
 
+/** The capture folder a rebuilt module lies in (the nearest folder above it with a kerncap.json), shell-quoted for a hint; "DIR" where none is. */
+function captureOf(modulePath: string): string {
+  for (let d = dirname(resolve(modulePath)); d !== dirname(d); d = dirname(d)) if (existsSync(join(d, MANIFEST_FILE))) return shellPath(d);
+  return "DIR";
+}
+
 /** ELF e_type of a linked (loadable) cubin; 1 (ET_REL) is an unlinked -rdc cubin. */
 const ET_EXEC = 2;
 
@@ -433,11 +439,11 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
     throw new KerncapError(
       "E_BUILD",
       other
-        ? `the module build.sh produced (${modulePath}) is built for ${other}, not the captured ${m.device.arch}: ${why}`
+        ? `the module build.sh produced (${modulePath}) is built for ${other}, not the captured ${m.device.arch}`
         : `the module build.sh produced (${modulePath}) is not a readable cubin or fatbin for ${m.device.arch}: ${why}`,
       {
         hint: other
-          ? `To see whether the edit compiles for ${other}, run kerncap validate DIR --build-only --arch ${other} (no -arch in EXTRA_FLAGS); a replay judges it on a ${m.device.arch} GPU.`
+          ? `To see whether the edit compiles for ${other}, run kerncap validate ${captureOf(modulePath)} --build-only --arch ${other} (no -arch in EXTRA_FLAGS); a replay judges it on a ${m.device.arch} GPU.`
           : "build.sh must compile with -cubin (or -fatbin) for the captured arch and print that file's path last.",
       },
     );
