@@ -221,7 +221,15 @@ export const DOCUMENTS = {
         present: v.boolean(),
         edit: v.array(v.string()),
         generated: v.array(v.string()),
-        flags: v.nullable(v.object({ words: v.array(v.string()), assumed: v.boolean(), from: v.string() })),
+        flags: v.nullable(
+          v.object({
+            words: v.array(v.string()),
+            assumed: v.boolean(),
+            from: v.string(),
+            /** The words build.sh passes (include folders rewritten into ./src), where build.sh is kerncap's own; absent otherwise. */
+            buildSh: v.optional(v.array(v.string())),
+          }),
+        ),
         sources: v.nullable(v.object({ edited: v.array(v.string()), added: v.array(v.string()), gone: v.array(v.string()) })),
         /** Why the generated files are not made (CUDA: the slice after an agent's build, so build.sh compiles the whole TU until validate makes it again); absent when they are. */
         generatedNotMade: v.optional(v.string()),

@@ -77,7 +77,8 @@ describe("kerncap inspect: the reproducer section", () => {
     expect(await cli(["demo", dir])).toMatchObject({ code: 0 });
     const text = (await cli(["inspect", dir])).out;
     expect(text).toContain(
-      "reproducer edit src/saxpy.cu (build.sh compiles src/saxpy.kerncap-slice.cu, made from it); nvcc flags -O3 -std=c++17 -Idemo/app (assumed: no compile command was found)\n           src/ as the capture wrote it (what built kernel/module.fatbin)\n",
+      // the words build.sh passes (its include folder rewritten into src/) beside the captured ones (a new user's finding: -Idemo/app read as broken)
+      "reproducer edit src/saxpy.cu (build.sh compiles src/saxpy.kerncap-slice.cu, made from it); nvcc flags -O3 -std=c++17 -I./src in build.sh (captured -O3 -std=c++17 -Idemo/app, assumed: no compile command was found; include folders copied into src/)\n           src/ as the capture wrote it (what built kernel/module.fatbin)\n",
     );
     writeFileSync(join(dir, "src/saxpy.cu"), "// edited\n");
     writeFileSync(join(dir, "src/extra.cuh"), "#pragma once\n");
@@ -93,7 +94,12 @@ describe("kerncap inspect: the reproducer section", () => {
       present: true,
       edit: ["src/saxpy.cu"],
       generated: ["src/saxpy.kerncap-slice.cu"],
-      flags: { words: ["-O3", "-std=c++17", "-Idemo/app"], assumed: true, from: "assumed: no compile command was found" },
+      flags: {
+        words: ["-O3", "-std=c++17", "-Idemo/app"],
+        assumed: true,
+        from: "assumed: no compile command was found",
+        buildSh: ["-O3", "-std=c++17", "-I./src"],
+      },
       sources: { edited: ["src/saxpy.cu"], added: ["src/extra.cuh"], gone: [] },
     });
     // the "not made" slice (after an agent's build): said as what build.sh then does, not "made from it" (a new user's finding)

@@ -27,6 +27,7 @@ import { formatBytes, plural } from "../../util/format.ts";
 import { inspectRegion, regionArgs } from "./inspect-region.ts";
 import { differingFiles, type DifferingFiles } from "../../format/source-digests.ts";
 import { frontendOf } from "../../frontends/index.ts";
+import { flagWords, readBuildScripts } from "../../frontends/stock-build.ts";
 import { folderInCapture, resolveInCapture } from "../../format/paths.ts";
 import { shellPath } from "../../util/shell-quote.ts";
 
@@ -179,8 +180,8 @@ export interface ReproducerFacts {
   edit: string[];
   /** Files under src/ kerncap generates from those (CUDA: the slice build.sh compiles), relative to the capture. */
   generated: string[];
-  /** CUDA: the compile flags build.sh passes, and whether they were assumed (a default set: no compile command found) or recovered; null for other frontends. */
-  flags: { words: string[]; assumed: boolean; from: string } | null;
+  /** CUDA: the compile flags the capture recorded, and whether they were assumed (a default set: no compile command found) or recovered; `buildSh`: the words build.sh passes (include folders rewritten into ./src), read from a build.sh that is kerncap's own, absent otherwise; null for other frontends. */
+  flags: { words: string[]; assumed: boolean; from: string; buildSh?: string[] } | null;
   /** src/ against what the capture wrote (manifest.sources), generated files left out (but one edited by hand); null when the manifest records nothing of it (made before it was recorded). */
   sources: DifferingFiles | null;
   /** Why the generated files are not made (Frontend.generatedState "not-made": CUDA's slice after an agent's build, build.sh then compiles the whole TU); absent when they are. */
@@ -215,11 +216,13 @@ export function reproducerFacts(dir: string, m: Manifest): ReproducerFacts {
   const c = (m.source as { cuda?: { flags?: unknown; assumedFlags?: unknown; flagsFrom?: unknown; compileCommands?: unknown } } | undefined)?.cuda;
   const words = Array.isArray(c?.flags) ? c.flags.filter((w): w is string => typeof w === "string") : null;
   const assumed = Array.isArray(c?.assumedFlags) && c.assumedFlags.length > 0;
+  const buildSh = words ? stockBuildShFlags(dir, m) : undefined;
   const flags = words
     ? {
         words,
         assumed,
         from: assumed ? "assumed: no compile command was found" : typeof c?.compileCommands === "string" ? `from ${c.compileCommands}` : "recovered",
+        ...(buildSh ? { buildSh } : {}),
       }
     : null;
   const ignore = (p: string) => !handEdited && generated.includes(p);
@@ -245,6 +248,18 @@ function folderOrNone(dir: string, rel: string): string | undefined {
   }
 }
 
+/** The compile flags of `dir`'s build.sh as words (`"$here/src"` read as ./src), where it is kerncap's own (its frontend's template, compile settings only); undefined otherwise. */
+function stockBuildShFlags(dir: string, m: Manifest): string[] | undefined {
+  try {
+    const bytes = readInCapture(dir, "build.sh", 1 << 20);
+    if (!bytes) return undefined;
+    const reading = readBuildScripts(frontendOf(m).templates, [{ name: "build.sh", bytes }]);
+    return reading.stock && reading.flags !== undefined ? flagWords(reading.flags) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The reproducer lines of inspect's text: the file to edit and the flags, then src/ against what the capture wrote. */
 export function describeReproducer(r: ReproducerFacts, module: string): string {
   if (!r.present) return "reproducer none: the capture has no build.sh or src/ (validate and export's make run-src need one)";
@@ -255,7 +270,13 @@ export function describeReproducer(r: ReproducerFacts, module: string): string {
     : r.generatedNotMade !== undefined
       ? ` (build.sh compiles it whole: ${r.generated.join(", ")} is not made${r.generatedNotMade ? `, ${r.generatedNotMade}` : ""})`
       : ` (build.sh compiles ${r.generated.join(", ")}, made from it)`;
-  const flags = r.flags ? `; nvcc flags ${r.flags.words.join(" ") || "none"} (${r.flags.from})` : "";
+  // the words build.sh passes where they differ (include folders rewritten into ./src: a new user's finding, -Idemo/app read as broken)
+  const bs = r.flags?.buildSh;
+  const flags = !r.flags
+    ? ""
+    : bs && bs.join(" ") !== r.flags.words.join(" ")
+      ? `; nvcc flags ${bs.join(" ") || "none"} in build.sh (captured ${r.flags.words.join(" ") || "none"}, ${r.flags.from}; include folders copied into src/)`
+      : `; nvcc flags ${r.flags.words.join(" ") || "none"} (${r.flags.from})`;
   const s = r.sources;
   const changed = s ? [...s.edited.map((p) => `${p} (edited)`), ...s.added.map((p) => `${p} (added)`), ...s.gone.map((p) => `${p} (gone)`)] : [];
   const second = !s
