@@ -245,22 +245,37 @@ export function pastTimeLimit(limit: { seconds: number; set: boolean }, confined
  * directory" about a header (`src/k.cu:8:10: fatal error: h.h: No such file or directory`, nu10
  * #30): that is the source's error.
  */
-const PROGRAM_NOT_RUN = [
-  /^\S.*: command not found$/m, // bash, in any form (not a source line a compiler quotes, indented)
-  /^.+: line \d+: .+: (?:No such file or directory|Permission denied)$/m, // bash running a script: an exec that failed
-  /^(?:.*\/)?(?:ba|da)?sh: (?:\d+: )?.+: (?:not found|No such file or directory|Permission denied)$/m, // bash -c, dash
-  /^(?:\/usr)?\/bin\/env: .+: No such file or directory$/m, // a #! line's interpreter
-  /^timeout: failed to run command /m,
-];
+/** The end of a shell's line saying it could not run a program. */
+const NOT_RUN_END = /: (?:not found|No such file or directory|Permission denied)$/;
+
+/**
+ * Whether one line of a build's output is the shell saying it could not run a program (nvcc, the
+ * capture's Python): bash's "command not found" in any form (not a source line a compiler quotes,
+ * indented), bash running a script ("F: line N: P: No such file…"), bash -c and dash, a #! line's
+ * interpreter, timeout's. Each test reads the line in linear time: no pattern with two unbounded
+ * parts that backtrack (adversary 65: `^.+: line \d+: .+: …$` over a 90 KB line of ": line 1: "
+ * took minutes of CPU after a build that failed at once).
+ */
+function programNotRun(l: string): boolean {
+  if (/^\S/.test(l) && l.endsWith(": command not found")) return true;
+  if (l.startsWith("timeout: failed to run command ")) return true;
+  if ((l.startsWith("/bin/env: ") || l.startsWith("/usr/bin/env: ")) && l.endsWith(": No such file or directory")) return true;
+  const end = NOT_RUN_END.exec(l.slice(-40));
+  if (!end) return false;
+  const body = l.slice(0, l.length - end[0].length); // "F: line N: P" or "[/…/](ba|da)sh: [N: ]P"
+  const line = /: line \d+: /.exec(body);
+  if (line && line.index > 0 && line.index + line[0].length < body.length) return true;
+  const sh = body.indexOf("sh: ");
+  return sh >= 0 && /^(?:[^\n]*\/)?(?:ba|da)?sh$/.test(body.slice(0, sh + 2)) && body.length > sh + 4;
+}
 
 /**
  * What to do about a failed build.sh: exit 126/127, or the shell saying it could not run a program
- * (PROGRAM_NOT_RUN: nvcc, the capture's Python), is a toolchain that is missing; anything else
+ * (programNotRun: nvcc, the capture's Python), is a toolchain that is missing; anything else
  * (the compiler's messages) is a compile error of the source, to fix.
  */
 export function buildFailureHint(code: number, output: string): string {
-  const lines = output.split("\n").filter((l) => !isDiagnosticLine(l));
-  if (code === 127 || code === 126 || PROGRAM_NOT_RUN.some((re) => re.test(lines.join("\n")))) {
+  if (code === 127 || code === 126 || output.split("\n").some((l) => programNotRun(l) && !isDiagnosticLine(l))) {
     return (
       "build.sh could not run a program it calls (exit " +
       code +

@@ -30,6 +30,15 @@ test("a compiler's 'No such file or directory' about a header is a compile error
   expect(buildFailureHint(1, "/usr/bin/env: 'python3': No such file or directory")).toMatch(toolchain);
   expect(buildFailureHint(127, "whatever")).toMatch(toolchain);
   expect(buildFailureHint(126, "")).toMatch(toolchain);
+  expect(buildFailureHint(1, "sh: 1: nvcc: not found")).toMatch(toolchain);
+  expect(buildFailureHint(1, "/bin/dash: 2: /opt/py/bin/python3: Permission denied")).toMatch(toolchain);
+  expect(buildFailureHint(1, "timeout: failed to run command 'nvcc': No such file or directory")).toMatch(toolchain);
+  expect(buildFailureHint(1, "src/k.cu: line 3: x")).toBe(FIX_AND_VALIDATE);
+  // read in linear time (adversary 65: a received source's 90 KB line of ": line 1: " held the CPU for minutes after the build failed)
+  const t0 = performance.now();
+  for (const bomb of [": line 1: ".repeat(9000), `${": line 1: ".repeat(9000)}x: not found`, `${"sh: ".repeat(20000)}: not found`, `${"a(1)".repeat(20000)}`])
+    expect(buildFailureHint(1, bomb)).toBeString();
+  expect(performance.now() - t0).toBeLessThan(1000);
 });
 
 test("parseDiagnostics: nvcc's EDG form and GCC's, files relative to the capture (src/…), column null where EDG gives none; confined: src/ only", () => {
