@@ -884,6 +884,15 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     writeFileSync(src, `#error "broken"\n${readFileSync(src, "utf8")}`);
     utimesSync(src, new Date(Date.now() + 6000), new Date(Date.now() + 6000));
     expect(sh(["make", "build/kernel.cubin"], { cwd: out, env }).code).not.toBe(0);
+    // a build whose messages never end is stopped at 32 MiB of log, as kerncap's own builds are, and fails (adversary 65 05:
+    // a received source made make run-src write 1 GiB and on)
+    const script = join(out, "build.sh");
+    writeFileSync(script, `#!/usr/bin/env bash\nyes "warning: again and again" >&2\necho build/kernel.cubin\n`);
+    utimesSync(src, new Date(Date.now() + 8000), new Date(Date.now() + 8000));
+    const flood = sh(["make", "build/kernel.cubin"], { cwd: out, env });
+    expect(flood.code).not.toBe(0);
+    expect(statSync(join(out, "build/build.log")).size).toBe(32 << 20);
+    expect(flood.err).toContain("make: build.sh wrote more than 33554432 bytes of messages: stopped");
   }, 120_000);
 
   test("the demo's fatbin (sm_90 machine code, compute_80 PTX): kernel.ptx is written; on an sm_80 GPU the program JIT-compiles it and says so; a bare cubin without PTX is refused with what it holds", async () => {
