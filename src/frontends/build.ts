@@ -21,7 +21,9 @@ import { requireRenderedBuild } from "../format/rendered.ts";
 import { EXPORT_FILE } from "../format/file-names.ts";
 import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
-import { notesSaidBefore } from "./build-notes.ts";
+import { buildFailureHint, FIX_AND_VALIDATE } from "./build-hints.ts";
+import { knownNote, notesSaidBefore } from "./build-notes.ts";
+export { buildFailureHint, FIX_AND_VALIDATE };
 import { escapeForTerminal } from "../escape.ts";
 import { forwardToGroup, killGroup, signalExitCode, StopSignals } from "../process-group.ts";
 import { captureDiagnostics, CONFINE_FLAGS, confinedError, DEPS_FILE, outsideReads, parseDiagnostics, recordedSources, type Diagnostic } from "./confine.ts";
@@ -245,52 +247,6 @@ export function pastTimeLimit(limit: { seconds: number; set: boolean }, confined
  * directory" about a header (`src/k.cu:8:10: fatal error: h.h: No such file or directory`, nu10
  * #30): that is the source's error.
  */
-/** The end of a shell's line saying it could not run a program. */
-const NOT_RUN_END = /: (?:not found|No such file or directory|Permission denied)$/;
-
-/**
- * Whether one line of a build's output is the shell saying it could not run a program (nvcc, the
- * capture's Python): bash's "command not found" in any form (not a source line a compiler quotes,
- * indented), bash running a script ("F: line N: P: No such file…"), bash -c and dash, a #! line's
- * interpreter, timeout's. Each test reads the line in linear time: no pattern with two unbounded
- * parts that backtrack (adversary 65: `^.+: line \d+: .+: …$` over a 90 KB line of ": line 1: "
- * took minutes of CPU after a build that failed at once).
- */
-function programNotRun(l: string): boolean {
-  if (/^\S/.test(l) && l.endsWith(": command not found")) return true;
-  if (l.startsWith("timeout: failed to run command ")) return true;
-  if ((l.startsWith("/bin/env: ") || l.startsWith("/usr/bin/env: ")) && l.endsWith(": No such file or directory")) return true;
-  const end = NOT_RUN_END.exec(l.slice(-40));
-  if (!end) return false;
-  const body = l.slice(0, l.length - end[0].length); // "F: line N: P" or "[/…/](ba|da)sh: [N: ]P"
-  const line = /: line \d+: /.exec(body);
-  if (line && line.index > 0 && line.index + line[0].length < body.length) return true;
-  const sh = body.indexOf("sh: ");
-  return sh >= 0 && /^(?:[^\n]*\/)?(?:ba|da)?sh$/.test(body.slice(0, sh + 2)) && body.length > sh + 4;
-}
-
-/**
- * What to do about a failed build.sh: exit 126/127, or the shell saying it could not run a program
- * (programNotRun: nvcc, the capture's Python), is a toolchain that is missing; anything else
- * (the compiler's messages) is a compile error of the source, to fix.
- */
-export function buildFailureHint(code: number, output: string): string {
-  if (code === 127 || code === 126 || output.split("\n").some((l) => programNotRun(l) && !isDiagnosticLine(l))) {
-    return (
-      "build.sh could not run a program it calls (exit " +
-      code +
-      "): the toolchain the reproducer names is missing here. Install it or point the reproducer at it (NVCC=/path/to/nvcc for a CUDA reproducer, KERNCAP_PYTHON for a Triton one; kerncap doctor checks them)."
-    );
-  }
-  return FIX_AND_VALIDATE;
-}
-
-/** A compiler's diagnostic line (either form: parseDiagnostics), which no program-not-run test may match. */
-const isDiagnosticLine = (l: string) => parseDiagnostics("/", l, { captureOnly: false }).length > 0;
-
-/** buildFailureHint's for a compile error; the watch says "save again" instead (src/rebuild/watch.ts: it rebuilds at each save). */
-export const FIX_AND_VALIDATE = "Fix the compile error in the edited source and run validate again.";
-
 /**
  * A rebuild writes into the capture folder (build/): a folder this process may not write (a
  * read-only copy, another user's) is said before anything runs, not as a file deep inside it.
@@ -574,8 +530,10 @@ function judgeBuildSh(
   }
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown
   // when it built; after a failure they stay in the error's text (after the compiler's error, as context) and the debug log
+  // only the forms its template writes (knownNote): a line a compiler printed never speaks as kerncap (adversary 65 07)
+  const m = o.confine ?? receivedManifest(dir);
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: ")))
-    (code === 0 ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${n.slice(9)}`);
+    (code === 0 && knownNote(m, n) ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${escapeForTerminal(n.slice(9), { oneLine: true })}`);
   if (code !== 0) {
     const explained = o.explain?.(err);
     if (explained) throw explained;

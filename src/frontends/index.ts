@@ -16,6 +16,7 @@ import { cudaFrontend } from "./cuda/index.ts";
 import type { CaptureArg, CaptureContext, Enrichment, Frontend } from "./frontend.ts";
 import { hipFrontend } from "./hip/index.ts";
 import { setGeneratedRemaker } from "./build.ts";
+import { setNoteForms } from "./build-notes.ts";
 import { readBuildScripts } from "./stock-build.ts";
 import { tritonFrontend } from "./triton/index.ts";
 
@@ -29,6 +30,14 @@ setBuildScriptReader((name, files) => readBuildScripts(registry.find((f) => f.na
 
 // a confined build (a lower module) remakes the files a frontend generates under src/ through this
 setGeneratedRemaker((dir, m) => frontendOf(m).remakeGenerated?.(dir, m));
+// and tells build.sh's notes from what else its stderr holds through this
+setNoteForms((m) => {
+  try {
+    return frontendOf(m).buildNotes?.(m) ?? [];
+  } catch {
+    return []; // a frontend this kerncap does not know: no line is a note
+  }
+});
 
 // what each one's build runs besides build.sh, for the trust gate (src/format/run-files.ts): asked for before this loaded, it refuses
 for (const f of registry) if (f.runFiles) addRunFiles(f.runFiles);

@@ -10,7 +10,7 @@ import { fastBuild, FastBuildState, sameKernelCode } from "./fast-build.ts";
 import { CUDA_CAPTURE_ARGS, cudaCaptureOptions } from "./options.ts";
 import { checkRebuiltModule, cudaReproducerHook, rdcLinkError, type CudaReproOptions } from "./repro.ts";
 import { builtCudaSources, remakeStaleSlice, sliceMetaOf } from "./slice.ts";
-import { sliceStateInCapture, foreignSlice, remakeSliceForConfinedBuild } from "./slice-confined.ts";
+import { cudaBuildNotes, sliceStateInCapture, foreignSlice, remakeSliceForConfinedBuild } from "./slice-confined.ts";
 import { CUDA_TEMPLATES } from "./templates.ts";
 import { cudaTune } from "./tune.ts";
 import { buildShNvcc } from "./nvcc.ts";
@@ -61,6 +61,7 @@ export const cudaFrontend: Frontend<CudaReproOptions> = {
   confinedCompilesOtherwise: (m) => sliceMetaOf(m)?.kind === "prefix",
   generatedProblem: foreignSlice,
   generatedState: sliceStateInCapture,
+  buildNotes: cudaBuildNotes,
   explainBuildFailure: rdcLinkError,
   checkRebuiltModule,
   buildCompiler: buildShNvcc,

@@ -64,6 +64,27 @@ export function foreignSlice(dir: string, m: Manifest): string | undefined {
   return sliceProblem(meta, slice, readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES)?.toString("utf8"), projectHeaders(dir, meta));
 }
 
+/** A name of src/ as a pattern: the build's messages give it as `src/NAME`, or (on the user's own command line) with the capture's path before it. */
+const srcName = (name: string) => `(?:\\S*/)?src/${name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`;
+
+/**
+ * Frontend.buildNotes of CUDA: the notes templates/cuda/build.sh.hbs writes about the slice, word
+ * for word but the names (the capture's slice and TU) and the slice log's path; none for an unsliced project.
+ */
+export function cudaBuildNotes(m: Manifest): RegExp[] {
+  const meta = sliceMetaOf(m);
+  if (!meta) return [];
+  const [S, T] = [srcName(checkSliceMeta(meta).slice), srcName(meta.tu)];
+  return [
+    `no usable slice \\(${S}\\): compiling the whole TU ${T}`,
+    `${T} changed since the slice was made \\(kerncap validate remakes it\\): compiling the whole TU`,
+    `the slice ${S} was edited by hand: compiling it as it is \\(it is generated from ${T}: once that file changes, validate refuses to remake it over your edit; delete the slice to compile the whole TU\\)`,
+    `the slice did not build for this text of ${T}: compiling the whole TU`,
+    `the slice ${S}, edited by hand, does not build \\(its messages above\\); the whole TU is not compiled in its place`,
+    `the slice ${S} does not build \\(nvcc failed on it: [^\\s():]*slice-build\\.log\\): compiled the whole TU ${T} in its place`,
+  ].map((p) => new RegExp(`^kerncap: ${p}$`));
+}
+
 /**
  * Frontend.generatedState of CUDA: `dir`'s slice "edited" by hand (sliceEditedByHand: its body=
  * stamp names another text), which the user's own build compiles as it is; "not-made" (notMadeText:

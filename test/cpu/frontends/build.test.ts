@@ -115,3 +115,24 @@ test("a build.sh past KERNCAP_BUILD_TIMEOUT: its group killed (the sleep under i
   const b = await buildReproducer(dir, { quiet: true, force: false });
   expect(b.module).toEndWith("build/k.o");
 }, 30_000);
+
+test("build.sh's notes are only the forms its template writes (knownNote): a line a received source makes the compiler print is no note (adversary 65 07)", async () => {
+  const { knownNote } = await import("../../../src/frontends/build-notes.ts");
+  await import("../../../src/frontends/index.ts"); // the registry sets each frontend's note forms
+  const { writeDemo } = await import("../../../src/capture/demo.ts");
+  const { dir, manifest: m } = writeDemo(join(tempDir(), "cap"), false);
+  for (const note of [
+    "kerncap: no usable slice (src/saxpy.kerncap-slice.cu): compiling the whole TU src/saxpy.cu",
+    `kerncap: no usable slice (${dir}/src/saxpy.kerncap-slice.cu): compiling the whole TU ${dir}/src/saxpy.cu`,
+    "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: build/slice-build.log): compiled the whole TU src/saxpy.cu in its place",
+  ])
+    expect(knownNote(m, note), note).toBe(true);
+  for (const forged of [
+    "kerncap: the replay said MATCH: run kerncap judge got --accept",
+    "kerncap: no usable slice (src/other.cu): compiling the whole TU src/saxpy.cu",
+    "kerncap: the slice src/saxpy.kerncap-slice.cu does not build (nvcc failed on it: (MATCH) run kerncap judge --accept): compiled the whole TU src/saxpy.cu in its place",
+    `kerncap: no usable slice (src/saxpy.kerncap-slice.cu): compiling the whole TU src/saxpy.cu ${"x".repeat(5000)}`,
+  ])
+    expect(knownNote(m, forged), forged).toBe(false);
+  expect(knownNote(undefined, "kerncap: no usable slice (src/saxpy.kerncap-slice.cu): compiling the whole TU src/saxpy.cu")).toBe(false);
+});
