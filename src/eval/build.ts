@@ -26,6 +26,13 @@ import type { Diagnostic } from "../frontends/confine.ts";
 import type { PrunedCandidates } from "./pruned.ts";
 
 /** A candidate's build that gave a module to run. */
+/**
+ * The most compiler diagnostics a candidate's record carries (the first ones: the error the edit
+ * made comes first): each record is also an MCP progress notification, and 1024 candidates of a
+ * call each with the build's 1000 (DIAGNOSTICS_MAX) of 2000 characters would be gigabytes (adversary 65 06).
+ */
+export const RECORD_DIAGNOSTICS_MAX = 50;
+
 export interface BuiltModule {
   module: string;
   /** Wall time of the copy and the build (s). */
@@ -201,7 +208,9 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
     if (defines) message += `; it defines ${defines[1]} (keep the kernel's name, template arguments and parameter list)`;
     // the compiler's diagnostics, structured (nu10 #2): file src/…, as the build read them in the copy
     const diagnostics =
-      isKerncapError(e) && e.code === "E_BUILD" && Array.isArray(e.details?.diagnostics) ? (e.details.diagnostics as Diagnostic[]) : undefined;
+      isKerncapError(e) && e.code === "E_BUILD" && Array.isArray(e.details?.diagnostics)
+        ? (e.details.diagnostics as Diagnostic[]).slice(0, RECORD_DIAGNOSTICS_MAX)
+        : undefined;
     // the kernel, under another parameter list (a C++ name carries its parameters): a layout change, not a compile error (nu15)
     const relisted = defines !== null && sameKernelOtherParams(m.kernel.demangled, defines[1]!);
     return {

@@ -49,3 +49,18 @@ const isDiagnosticLine = (l: string) => parseDiagnostics("/", l, { captureOnly: 
 
 /** buildFailureHint's for a compile error; the watch says "save again" instead (src/rebuild/watch.ts: it rebuilds at each save). */
 export const FIX_AND_VALIDATE = "Fix the compile error in the edited source and run validate again.";
+
+/** The most characters of one message line an error's text carries (a longer one is cut, saying how much more). */
+export const MESSAGE_LINE_MAX = 2000;
+
+/**
+ * The last 30 of a failed build's message `lines`, each cut to MESSAGE_LINE_MAX characters, as one
+ * text: what an error (and an eval record's reason, an MCP progress notification) carries of them
+ * (adversary 65 06: 2.5 KB sources whose every error line EDG printed at megabytes made 25 MB records).
+ */
+export function lastLines(lines: readonly string[]): string {
+  return lines
+    .slice(-30)
+    .map((l) => (l.length > MESSAGE_LINE_MAX ? `${l.slice(0, MESSAGE_LINE_MAX)}… (${l.length - MESSAGE_LINE_MAX} characters more)` : l))
+    .join("\n");
+}

@@ -21,7 +21,7 @@ import { requireRenderedBuild } from "../format/rendered.ts";
 import { EXPORT_FILE } from "../format/file-names.ts";
 import { runsTrustedCopy, stageTrustedBuild, type StagedBuild } from "../format/staged-build.ts";
 import { log } from "../log.ts";
-import { buildFailureHint, FIX_AND_VALIDATE } from "./build-hints.ts";
+import { buildFailureHint, FIX_AND_VALIDATE, lastLines } from "./build-hints.ts";
 import { knownNote, notesSaidBefore } from "./build-notes.ts";
 export { buildFailureHint, FIX_AND_VALIDATE };
 import { escapeForTerminal } from "../escape.ts";
@@ -492,7 +492,7 @@ function judgeBuildSh(
     // in the sandbox a file outside is not there at all: an #include of one is "not found", said so
     const unseen = b.sandboxed ? ` ${SANDBOX_SEES}` : "";
     if (preprocessorErrors.length)
-      throw compileError(`(build.sh exit ${code}):\n${preprocessorErrors.slice(-30).join("\n")}`, buildFailureHint(code, `${err}\n${out}`) + unseen, {
+      throw compileError(`(build.sh exit ${code}):\n${lastLines(preprocessorErrors)}`, buildFailureHint(code, `${err}\n${out}`) + unseen, {
         dir,
         output: `${err}\n${out}`,
         captureOnly: true,
@@ -522,7 +522,7 @@ function judgeBuildSh(
     if (code !== 0) {
       const shown = captureDiagnostics(dir, `${err}\n${out}`);
       throw compileError(
-        `(build.sh exit ${code})${shown.length ? `:\n${shown.slice(-30).join("\n")}` : "; its messages name no file of the capture (a confined build shows only those)"}`,
+        `(build.sh exit ${code})${shown.length ? `:\n${lastLines(shown)}` : "; its messages name no file of the capture (a confined build shows only those)"}`,
         buildFailureHint(code, `${err}\n${out}`),
         { dir, output: `${err}\n${out}`, captureOnly: true },
       );
@@ -537,7 +537,7 @@ function judgeBuildSh(
   if (code !== 0) {
     const explained = o.explain?.(err);
     if (explained) throw explained;
-    throw compileError(`(build.sh exit ${code}):\n${(err || out).trim().split("\n").slice(-30).join("\n")}`, buildFailureHint(code, `${err}\n${out}`), {
+    throw compileError(`(build.sh exit ${code}):\n${lastLines((err || out).trim().split("\n"))}`, buildFailureHint(code, `${err}\n${out}`), {
       dir,
       output: `${err}\n${out}`,
       captureOnly: false,

@@ -102,6 +102,9 @@ export function recordedSources(dir: string, m: Pick<Manifest, "source">): { fil
 }
 
 /** EDG (nvcc's front end: `f.cu(12): error: …`) and GCC (`f.cu:12:5: error: …`) diagnostics: file, line, column (GCC's), kind, text. */
+/** The most characters of a diagnostic's text kept (a longer one is cut, ending in …). */
+export const DIAGNOSTIC_TEXT_MAX = 2000;
+
 const DIAGNOSTIC = [/^(.+?)\((\d+)\)(): ((?:catastrophic )?error|warning)(?: #[\w-]+)?: (.*)$/, /^(.+?):(\d+):(?:(\d+):)? ((?:fatal )?error|warning): (.*)$/];
 
 /**
@@ -139,7 +142,7 @@ export function parseDiagnostics(dir: string, output: string, o: { captureOnly: 
     if (out.length >= DIAGNOSTICS_MAX) break;
     for (const re of DIAGNOSTIC) {
       const d = re.exec(line);
-      if (!d) continue;
+      if (!d || d[1]!.length > 4096) continue; // a file name past PATH_MAX is none
       let p = resolved.get(d[1]!);
       if (p === undefined) resolved.set(d[1]!, (p = real(resolve(dir, d[1]!))));
       if (o.captureOnly && !under(p, src)) break;
@@ -149,7 +152,8 @@ export function parseDiagnostics(dir: string, output: string, o: { captureOnly: 
         line: Number(d[2]),
         column: d[3] ? Number(d[3]) : null,
         severity: kind === "warning" ? "warning" : kind === "error" ? "error" : "fatal",
-        text: d[5]!,
+        // one line of the compiler's, cut where it runs on (a macro's expansion quoted whole: adversary 65 06)
+        text: d[5]!.length > DIAGNOSTIC_TEXT_MAX ? `${d[5]!.slice(0, DIAGNOSTIC_TEXT_MAX)}…` : d[5]!,
       });
       break;
     }
@@ -179,7 +183,7 @@ export function captureDiagnostics(dir: string, output: string): string[] {
     }
     for (const re of DIAGNOSTIC) {
       const d = re.exec(line);
-      if (!d) continue;
+      if (!d || d[1]!.length > 4096) continue; // a file name past PATH_MAX is none
       const p = real(resolve(dir, d[1]!));
       if (under(p, src)) out.push(`${relative(root, p)}:${d[2]}: ${d[4]}: ${d[5]}`);
       break;

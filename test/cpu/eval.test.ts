@@ -7,6 +7,7 @@
  * with nvcc (a compile error once, a changed parameter layout). GPU workers are fakes
  * (./eval-fake-worker.ts, or runners in this process) where a replay would need the GPU.
  */
+import { RECORD_DIAGNOSTICS_MAX } from "../../src/eval/build.ts";
 import { describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -1079,7 +1080,10 @@ echo "$out"
     mkdirSync(join(d, "renamed"));
     writeFileSync(join(d, "renamed/kernel.cu"), 'extern "C" __global__ void scale2(float* x, int n) { x[0] = n; }\n');
     writeFileSync(join(d, "three.patch"), "--- a/util.h\n+++ b/util.h\n@@ -1 +1 @@\n-#define TWO 2.0f\n+#define TWO 3.0f\n");
-    const cands = ["kernel.cu", "syntax", "wider", "renamed", "three.patch"].map((n) => join(d, n));
+    mkdirSync(join(d, "many"));
+    const undefinedNames = Array.from({ length: 80 }, (_, i) => `x[${i}] = oops${i};`).join("\n");
+    writeFileSync(join(d, "many/kernel.cu"), `extern "C" __global__ void scale(float* x, int n) {\n${undefinedNames}\n}\n`);
+    const cands = ["kernel.cu", "syntax", "wider", "renamed", "three.patch", "many"].map((n) => join(d, n));
     const modules: string[] = [];
     const open: EvalOptions["open"] = () => () => ({
       run: async (t) => (
@@ -1097,6 +1101,10 @@ echo "$out"
     expect(by["syntax"]!.diagnostics).toContainEqual(
       expect.objectContaining({ file: "src/kernel.cu", severity: "error", text: expect.stringContaining('identifier "oops" is undefined') }),
     );
+    // a record carries the first 50 of the build's diagnostics (each record is an MCP progress notification too: adversary 65 06)
+    expect(by["many"]).toMatchObject({ verdict: "compile-error", code: "E_BUILD" });
+    expect(by["many"]!.diagnostics).toHaveLength(RECORD_DIAGNOSTICS_MAX);
+    expect(by["many"]!.diagnostics![0]!.text).toContain('identifier "oops0" is undefined');
     expect(by["wider"]).toMatchObject({ verdict: "layout-change", code: "E_PARAM_LAYOUT" });
     expect(by["renamed"]).toMatchObject({ verdict: "compile-error", code: "E_KERNEL_NOT_FOUND" });
     expect(by["renamed"]!.reason).toContain("; it defines scale2"); // what it defines instead, as validate says (nu7 #11)

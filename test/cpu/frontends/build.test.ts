@@ -136,3 +136,13 @@ test("build.sh's notes are only the forms its template writes (knownNote): a lin
     expect(knownNote(m, forged), forged).toBe(false);
   expect(knownNote(undefined, "kerncap: no usable slice (src/saxpy.kerncap-slice.cu): compiling the whole TU src/saxpy.cu")).toBe(false);
 });
+
+test("a failed build's messages carry each line and diagnostic cut to 2000 characters (adversary 65 06: 25 MB eval records of 2.5 KB sources)", async () => {
+  const { lastLines } = await import("../../../src/frontends/build-hints.ts");
+  const text = lastLines(["a", "x".repeat(10_000), ...Array.from({ length: 40 }, (_, i) => `line ${i}`)]);
+  expect(text.split("\n")).toHaveLength(30);
+  expect(lastLines(["x".repeat(10_000)])).toBe(`${"x".repeat(2000)}… (8000 characters more)`);
+  const [d] = parseDiagnostics("/tmp", `src/k.cu(3): error: ${"y".repeat(50_000)}`, { captureOnly: false });
+  expect(d!.text).toHaveLength(2001);
+  expect(parseDiagnostics("/tmp", `${"z".repeat(5000)}(3): error: x`, { captureOnly: false })).toEqual([]);
+});
