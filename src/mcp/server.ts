@@ -295,7 +295,8 @@ async function handleCall(
     );
   try {
     if (typeof a.dir === "string")
-      for (const d of [a.dir, ...((a.inputs as string[] | undefined) ?? [])]) confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
+      for (const d of new Set([a.dir, ...((a.inputs as string[] | undefined) ?? [])]))
+        confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
     if (name === "run" || name === "list") confineCwd(a.cwd as string | undefined, trust.roots); // the application's working folder: under the roots too
     if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
     // the file tools' answers are large (read_file: up to 4 MiB twice): made one at a time, each once the

@@ -347,7 +347,8 @@ export const TOOLS = {
       inputs: v.optional(
         v.pipe(
           v.array(v.pipe(v.string(), v.minLength(1))),
-          v.description("More capture folders (or capture sets) of the same kernel to judge every candidate on"),
+          v.maxLength(64),
+          v.description("More capture folders (or capture sets) of the same kernel to judge every candidate on (at most 64, each once)"),
         ),
       ),
       candidates: v.pipe(

@@ -71,3 +71,18 @@ test("kerncap schema capture-set: the index's JSON Schema", () => {
   expect(js.$id).toBe("kerncap.capture-set");
   expect((js.properties as any).captures.items.required).toEqual(["dir", "kernel", "launchIndex"]);
 });
+
+test("eval's inputs: a folder given twice is refused before any capture is opened, and inputs past EVAL_INPUTS_MAX captures before any is read (adversary 65 04: one set named 20 000 times, 2.9 GB)", async () => {
+  const { resolveInputs, EVAL_INPUTS_MAX } = await import("../../src/eval/inputs.ts");
+  const members = Array.from({ length: 40 }, (_, i) => ({ dir: `m${i}`, kernel: "k", launchIndex: i }));
+  const d = setDir({ ...good, captures: members }); // no member folder exists: nothing is opened before the refusals
+  const t0 = performance.now();
+  const twice = err(() => resolveInputs(Array.from({ length: 20_000 }, () => d)));
+  expect(twice.code).toBe("E_USAGE");
+  expect(twice.message).toContain("is given twice as an input");
+  expect(performance.now() - t0).toBeLessThan(2000);
+  const many = Array.from({ length: Math.ceil(EVAL_INPUTS_MAX / members.length) + 1 }, () => setDir({ ...good, captures: members }));
+  const past = err(() => resolveInputs(many));
+  expect(past.code).toBe("E_USAGE");
+  expect(past.message).toContain(`more than ${EVAL_INPUTS_MAX} captures`);
+});
