@@ -6,6 +6,7 @@
  * after a grace period or at a second signal. kerncap itself does not die of the signal: the caller
  * sees `interrupted` and cleans up (its temp folder) before exiting 130 (SIGINT) or 143 (SIGTERM).
  */
+import { existsSync } from "node:fs";
 import { constants } from "node:os";
 
 export type StopSignal = "SIGINT" | "SIGTERM" | "SIGHUP" | "SIGQUIT";
@@ -106,4 +107,27 @@ export function endWithParent(parentPid: number, everyMs = 500): void {
   const timer = setInterval(check, everyMs);
   timer.unref();
   check();
+  watchParentOutsideLoop(parentPid);
+}
+
+/**
+ * The timer of endWithParent runs on the event loop, which a long synchronous step blocks (adversary
+ * 65 02: a backtracking regex over a build's messages held a tool child for minutes after its server's
+ * kill -9, orphaned): a small shell beside it reads this process's parent from /proc every second and,
+ * once it is no longer `parentPid`, sends SIGTERM, then SIGKILL 5 s later if the process is still
+ * there (its handler could not run). It ends with this process. Linux only (/proc); elsewhere, and
+ * where sh cannot start, the timer alone.
+ */
+function watchParentOutsideLoop(parentPid: number): void {
+  if (!existsSync(`/proc/${process.pid}/status`)) return;
+  const script =
+    'p=$1; c=$2; ppid() { sed -n "s/^PPid:[[:space:]]*//p" "/proc/$c/status" 2>/dev/null; }; ' +
+    'while [ "$(ppid)" = "$p" ]; do sleep 1; done; [ -e "/proc/$c" ] || exit 0; ' +
+    'kill -TERM "$c" 2>/dev/null; sleep 5; kill -KILL "$c" 2>/dev/null; exit 0';
+  try {
+    const w = Bun.spawn(["sh", "-c", script, "sh", String(parentPid), String(process.pid)], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
+    w.unref();
+  } catch {
+    // no sh: the timer alone
+  }
 }

@@ -415,3 +415,23 @@ describe("a killed server", () => {
     await client.close().catch(() => {});
   }, 40_000);
 });
+
+describe("a child whose event loop is blocked", () => {
+  test("still ends after its parent's kill -9: the watcher beside it sends SIGTERM, then SIGKILL (adversary 65 02: a regex held an orphaned tool child for minutes)", async () => {
+    const dir = tempDir();
+    const child = join(dir, "child.ts");
+    // a SIGTERM handler, as kerncap's (it runs on the event loop, which the loop below blocks), then a long synchronous step
+    writeFileSync(
+      child,
+      `import { endWithParent } from ${JSON.stringify(join(import.meta.dir, "../../src/process-group.ts"))};\nendWithParent(process.ppid);\nprocess.on("SIGTERM", () => {});\nrequire("node:fs").writeFileSync(${JSON.stringify(join(dir, "ready"))}, String(process.pid));\nconst t = Date.now();\nwhile (Date.now() - t < 60_000) {}\n`,
+    );
+    const sh = Bun.spawn(["sh", "-c", '"$0" "$1" & wait', process.execPath, child], { stdout: "ignore", stderr: "ignore" });
+    await until(() => existsSync(join(dir, "ready")), 15_000);
+    const pid = Number(readFileSync(join(dir, "ready"), "utf8"));
+    expect(running(pid)).toBe(true);
+    sh.kill("SIGKILL");
+    const t0 = Date.now();
+    await until(() => !running(pid), 20_000);
+    expect(Date.now() - t0).toBeLessThan(12_000); // a second to see it, 5 s for a SIGTERM handler that cannot run, then SIGKILL
+  }, 40_000);
+});
