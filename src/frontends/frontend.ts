@@ -277,7 +277,7 @@ export interface Frontend<Options = unknown> {
    * or "not-made" (CUDA: the "not made" slice, so build.sh compiles the whole TU; `reason` why).
    */
   generatedState?(dir: string, m: Manifest): { state: "made" | "edited" | "not-made"; reason?: string };
-  /** The notes its build.sh writes for capture `m` ("kerncap: …" stderr lines), each a pattern of the whole line (names as the build's messages give them: `src/x.cu`, or a path ending so); any other such line is no note (src/frontends/build-messages.ts knownNote). */
+  /** The notes its build.sh writes for capture `m` ("kerncap: …" stderr lines), each a pattern of the whole line (names as the build's messages give them: `src/x.cu`, or a path ending so); any other such line is no note (src/frontends/build-notes.ts knownNote). */
   buildNotes?(m: Manifest): RegExp[];
   /**
    * The files of src/ its build compiles or imports whatever the edit (relative to src/; CUDA: the

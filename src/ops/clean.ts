@@ -47,7 +47,7 @@ export interface CleanedCapture {
  * for captures at any depth, as `kerncap check` finds them (src/check/discover.ts: folders only, an
  * archive holds no build/; another user's copy passed over, said): `kerncap clean corpus` after
  * `check corpus --rebuild` (a new user's finding: E_NOT_CAPTURE).
- * @throws KerncapError as cleanTargets; E_USAGE where such a folder holds no capture
+ * @throws KerncapError as cleanTargets; E_NOT_CAPTURE where such a folder holds no capture
  */
 export async function cleanTargetsUnder(paths: readonly string[]): Promise<string[]> {
   const out: string[] = [];
@@ -61,7 +61,7 @@ export async function cleanTargetsUnder(paths: readonly string[]): Promise<strin
     for (const o of found.passedOver) if (o.warn) log.warn(`${escapeForTerminal(o.path, { oneLine: true })}: ${o.reason}`);
     const folders = found.captures.filter((c) => c.kind === "folder").map((c) => c.path);
     if (!folders.length)
-      throw new KerncapError("E_USAGE", `${escapeForTerminal(p, { oneLine: true })} is no capture and holds none (no kerncap.json at any depth)`, {
+      throw new KerncapError("E_NOT_CAPTURE", `${escapeForTerminal(p, { oneLine: true })} is no capture and holds none (no kerncap.json at any depth)`, {
         hint: "Name capture folders, capture sets (run -c N), or folders that hold them.",
       });
     out.push(...cleanTargets(folders));

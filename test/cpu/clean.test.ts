@@ -276,7 +276,7 @@ test("a kerncap build of the capture under way (its build lock held): E_BUSY nam
   expect(cleanCaptures(cleanTargets([a]))[0]!.removed.length).toBe(1);
 });
 
-test("a folder that holds captures (check's corpus): each one found at any depth is cleaned; one that holds none is E_USAGE (a new user's finding: E_NOT_CAPTURE)", async () => {
+test("a folder that holds captures (check's corpus): each one found at any depth is cleaned; one that holds none is E_NOT_CAPTURE (a new user's finding: E_NOT_CAPTURE)", async () => {
   const corpus = join(tempDir(), "corpus");
   mkdirSync(join(corpus, "deep/er"), { recursive: true });
   const [a, b] = [join(corpus, "a"), join(corpus, "deep/er/b")];
@@ -296,6 +296,6 @@ test("a folder that holds captures (check's corpus): each one found at any depth
   mkdirSync(empty);
   const none = cli([empty]);
   expect(none.code).toBe(2);
-  expect(none.err).toContain("E_USAGE");
+  expect(none.err).toContain("E_NOT_CAPTURE");
   expect(none.err).toContain("is no capture and holds none");
 });

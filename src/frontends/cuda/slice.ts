@@ -575,7 +575,7 @@ export function sliceMetaOf(m: Pick<Manifest, "source">): SliceMeta | undefined 
  * agent's build was judged by (adversary 48: a slice leaves out a later kernel's call of a helper the
  * kernel calls, and cicc specialises the helper for the one call it sees); the user's next validate
  * makes it again. A slice edited by hand is said here, before any build (the pruned build compiles
- * it without build.sh, whose note said it: a new user's finding), once (./build-notes.ts).
+ * it without build.sh, whose note said it: a new user's finding), once (../build-notes.ts).
  */
 export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boolean } = {}): void {
   const meta = sliceMetaOf(m);
