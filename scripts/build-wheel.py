@@ -8,7 +8,8 @@ time. Python's standard library only (zipfile, hashlib, base64): the RECORD list
 its urlsafe-base64 SHA-256 and size (PEP 376, PEP 427; the binary distribution format spec at
 packaging.python.org).
 
-The wheel also holds the manual page (docs/kerncap.1, into PREFIX/share/man/man1), the small
+The wheel also holds the manual page (docs/kerncap.1, into PREFIX/share/man/man1), the manual
+(docs/*.md, into PREFIX/share/doc/kerncap), the small
 Python package python/kerncap (`python -m kerncap ARGS` execs
 the installed executable), the LICENSE, and metadata (Metadata-Version 2.1, core metadata spec at
 packaging.python.org): summary and long description from README.md (its relative links made
@@ -171,6 +172,12 @@ def build(binary, out, version, level, extra_urls=()):
         (f"{dist_info}/LICENSE", open(os.path.join(ROOT, "LICENSE"), "rb").read(), 0o644),
         # the manual page (scripts/make-man.ts): installed as PREFIX/share/man/man1/kerncap.1
         (f"{name}-{version}.data/data/share/man/man1/kerncap.1", open(os.path.join(ROOT, "docs", "kerncap.1"), "rb").read(), 0o644),
+        # the manual the man page and the messages point at (docs/*.md), as PREFIX/share/doc/kerncap/
+        *(
+            (f"{name}-{version}.data/data/share/doc/kerncap/{f}", open(os.path.join(ROOT, "docs", f), "rb").read(), 0o644)
+            for f in sorted(os.listdir(os.path.join(ROOT, "docs")))
+            if f.endswith(".md")
+        ),
         (f"{dist_info}/METADATA", metadata.encode(), 0o644),
         (f"{dist_info}/WHEEL", wheel.encode(), 0o644),
     ]

@@ -101,6 +101,9 @@ export async function manPage(commands: Record<string, () => Promise<CommandDef<
     ".SH ENVIRONMENT",
     roff("KERNCAP_VERBOSE=1 is --verbose; every KERNCAP_* variable that kerncap, its libraries and its scripts read is listed in docs/environment.md."),
   );
-  L.push(".SH SEE ALSO", "\\fBncu\\fR(1), \\fBnsys\\fR(1), \\fBcompute\\-sanitizer\\fR(1); docs/verbs.md, the manual verb by verb.");
+  L.push(
+    ".SH SEE ALSO",
+    "\\fBncu\\fR(1), \\fBnsys\\fR(1), \\fBcompute\\-sanitizer\\fR(1); docs/verbs.md, the manual verb by verb (the release tarball's docs/, the wheel's PREFIX/share/doc/kerncap/).",
+  );
   return L.join("\n") + "\n";
 }

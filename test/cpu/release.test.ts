@@ -192,6 +192,8 @@ print(z.read([n for n in names if n.endswith("/WHEEL")][0]).decode())
     });
     expect(bad.code).toBe(2); // kerncap's own exit status comes through
     expect(readFileSync(join(venv, "share/man/man1/kerncap.1"), "utf8")).toBe(readFileSync(join(ROOT, "docs/kerncap.1"), "utf8")); // man -M venv/share/man kerncap
+    // the manual the man page points at, with the wheel too (a new user's finding: a wheel install had no docs/)
+    expect(readFileSync(join(venv, "share/doc/kerncap/verbs.md"), "utf8")).toBe(readFileSync(join(ROOT, "docs/verbs.md"), "utf8"));
     expect(sh([...pip, "uninstall", "-y", "kerncap"]).code).toBe(0);
     expect(existsSync(join(venv, "bin/kerncap"))).toBe(false);
     expect(sh([join(venv, "bin/python"), "-c", "import kerncap"]).code).not.toBe(0);
