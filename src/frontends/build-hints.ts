@@ -1,6 +1,10 @@
 /**
  * Whether a failed build is a missing toolchain or a compile error of the source (buildFailureHint),
- * read from its messages (./build.ts).
+ * read from its messages (./build.ts): a program build.sh could not run, as the shell that ran it
+ * says (bash's `build.sh: line 39: /x/nvcc: No such file or directory`, also "command not found",
+ * "Permission denied"; env's `/usr/bin/env: 'python3': No such file or directory`), is the
+ * toolchain's; a compiler's own "No such file or directory" about a header (`src/k.cu:8:10: fatal
+ * error: h.h: No such file or directory`, nu10 #30) is the source's error.
  */
 import { parseDiagnostics } from "./confine.ts";
 

@@ -241,13 +241,6 @@ export function pastTimeLimit(limit: { seconds: number; set: boolean }, confined
 }
 
 /**
- * A program build.sh could not run, as the shell that ran it says: bash's `build.sh: line 39:
- * /x/nvcc: No such file or directory` (also "command not found", "Permission denied"), env's
- * `/usr/bin/env: 'python3': No such file or directory`. Not a compiler's own "No such file or
- * directory" about a header (`src/k.cu:8:10: fatal error: h.h: No such file or directory`, nu10
- * #30): that is the source's error.
- */
-/**
  * A rebuild writes into the capture folder (build/): a folder this process may not write (a
  * read-only copy, another user's) is said before anything runs, not as a file deep inside it.
  * @throws KerncapError E_IO naming the folder and what to do
