@@ -89,7 +89,7 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
   const out = new Set<number>();
   const spans = m.regions.map((r) => ({ start: BigInt(r.va), end: BigInt(r.va) + BigInt(r.size) }));
   const holding = (va: bigint) => spans.findIndex((s) => va >= s.start && va < s.end);
-  const hint = `Name a region by its index (0 to ${m.regions.length - 1}, in \`kerncap inspect\`'s order), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all.`;
+  const hint = `Name a region by its index (0–${m.regions.length - 1}, in \`kerncap inspect\`'s order), a VA inside it (0x…), param:N (the region kernel parameter N points into), changed or all.`;
   for (const v of values
     .flatMap((x) => x.split(","))
     .map((x) => x.trim())
@@ -102,7 +102,7 @@ export function multisetRegions(m: Pick<Manifest, "regions" | "params">, params:
       if (i >= m.regions.length)
         throw bad(
           m.regions.length
-            ? `the capture has ${m.regions.length} region${m.regions.length === 1 ? "" : "s"} (0 to ${m.regions.length - 1})`
+            ? `the capture has ${m.regions.length} region${m.regions.length === 1 ? "" : "s"} (0–${m.regions.length - 1})`
             : "the capture has no regions",
         );
       out.add(i);
