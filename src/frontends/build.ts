@@ -358,7 +358,7 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
     // so that the preprocessor cannot even learn whether a path outside exists; the scan and the list judge it too.
     // A received capture's build (the sender's source under the build.sh the user trusted) runs in it as well: its
     // source is compiled with the user's rights, and an #include of a file of the user's would read it (adversary 28)
-    const sandboxed = o.confine ?? (limited ? receivedManifest(dir) : undefined);
+    const sandboxed = o.confine ?? (limited ? manifestOrNone(dir) : undefined);
     const confinement = sandboxed ? confinementFor(sandboxed.kernel.frontend) : undefined;
     if (sandboxed && !o.confine && machineConfinement() === "scan") warnUnsandboxedReceived(dir);
     const run =
@@ -393,8 +393,8 @@ function warnUnsandboxedReceived(dir: string): void {
   );
 }
 
-/** The manifest of a received capture whose trusted build runs (runsTrustedCopy), for its sandbox; undefined where it does not read. */
-function receivedManifest(dir: string): Manifest | undefined {
+/** The capture's manifest, or undefined where it does not read: a received capture's for its sandbox (runsTrustedCopy), any build's for its notes' forms (knownNote). */
+function manifestOrNone(dir: string): Manifest | undefined {
   try {
     return readManifest(dir);
   } catch {
@@ -524,7 +524,7 @@ function judgeBuildSh(
   // build.sh's own notes (which source it compiled and why: CUDA's slice, src/frontends/cuda/slice.ts) are shown
   // when it built; after a failure they stay in the error's text (after the compiler's error, as context) and the debug log
   // only the forms its template writes (knownNote): a line a compiler printed never speaks as kerncap (adversary 65 07)
-  const m = o.confine ?? receivedManifest(dir);
+  const m = o.confine ?? manifestOrNone(dir);
   for (const n of err.split("\n").filter((l) => l.startsWith("kerncap: ")))
     (code === 0 && knownNote(m, n) ? log.info : log.debug)(`${o.noteFor ? `${o.noteFor}: ` : ""}build.sh: ${escapeForTerminal(n.slice(9), { oneLine: true })}`);
   if (code !== 0) {
