@@ -131,7 +131,8 @@ export const TuneRow = v.object({
   /** The table's config column. */
   label: v.optional(v.string()),
   captured: v.boolean(),
-  verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error"]),
+  /** built: --build-only's row of a module that built (the captured module's too), nothing judged or timed. */
+  verdict: v.picklist(["match", "mismatch", "compile-error", "launch-error", "built"]),
   medianUs: v.nullable(N),
   speedup: v.nullable(N),
   /** This config against the app's from the interleaved rounds (src/replay/stats.ts): faster/slower only beyond the noise. */

@@ -305,6 +305,8 @@ export const DOCUMENTS = {
     seconds: v.object({ compile: N, replay: N }),
     /** What tune warned of on stderr before the configs ran (a swept macro no source names, a Triton option swept as a macro); absent when nothing. On an error: error.details.warnings. */
     warnings: v.optional(v.array(v.string())),
+    /** --build-only: every config built, none judged or timed (no GPU needed): rows built or compile-error, winner and paste null, seconds.replay 0; absent otherwise. */
+    buildOnly: v.optional(v.literal(true)),
   }),
   judge: v.object({
     ...id("judge"),

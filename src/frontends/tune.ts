@@ -35,6 +35,8 @@ export interface TuneRunOptions {
   trust?: boolean | string;
   /** Called as each config's build or compile ends, failed ones too: configs done, configs to build (a progress line: src/util/progress.ts). */
   onBuilt?: (done: number, total: number) => void;
+  /** --build-only: every config built, none judged or timed (no GPU needed): a row is built (with its registers) or compile-error. */
+  buildOnly?: boolean;
 }
 
 /**
@@ -360,7 +362,8 @@ export interface TuneRow<C = TuneConfig> {
   label?: string;
   /** "captured": the app's own choice (the baseline). */
   captured: boolean;
-  verdict: "match" | "mismatch" | "compile-error" | "launch-error";
+  /** built: --build-only's row of a module that built (the captured module's too), nothing judged or timed. */
+  verdict: "match" | "mismatch" | "compile-error" | "launch-error" | "built";
   medianUs: number | null;
   /** captured median / this median: above 1, faster than the app's choice. */
   speedup: number | null;
@@ -394,6 +397,8 @@ export interface TuneResult<C = TuneConfig> {
   seconds: { compile: number; replay: number };
   /** What tune warned of on stderr before the configs ran (a swept macro no source names …); absent when nothing. */
   warnings?: string[];
+  /** --build-only: every config built, none judged or timed (rows built or compile-error, no winner); absent otherwise. */
+  buildOnly?: true;
 }
 
 /**

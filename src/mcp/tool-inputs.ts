@@ -30,6 +30,7 @@ export type TuneIn = {
   dtype?: string;
   multiset?: string[];
   flushL2?: boolean;
+  buildOnly?: boolean;
   allowVersionMismatch?: boolean;
 };
 export type EvaluateIn = {

@@ -315,6 +315,12 @@ export const TOOLS = {
       dtype: Tol.dtype,
       multiset: Tol.multiset,
       flushL2: FlushL2,
+      buildOnly: v.optional(
+        v.pipe(
+          v.boolean(),
+          v.description("Build every config and judge none (no GPU needed): each row built (CUDA: with its registers/thread) or compile-error; no winner"),
+        ),
+      ),
       allowVersionMismatch: VersionMismatch().allowVersionMismatch,
     }),
     argv: (a: TuneIn) => [
@@ -333,6 +339,7 @@ export const TOOLS = {
       ...(a.dtype !== undefined ? [`--dtype=${a.dtype}`] : []),
       ...(a.multiset ?? []).map((r) => `--multiset=${r}`),
       ...(a.flushL2 ? ["--flush-l2"] : []),
+      ...(a.buildOnly ? ["--build-only"] : []),
       ...versionMismatch(a),
     ],
   },

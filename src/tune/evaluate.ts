@@ -54,6 +54,8 @@ export interface TuneEvaluation {
   captured: { verdict: "match" | "mismatch" | null; medianUs: number | null };
   /** Wall time (s): until the last build ended; after it, until the last judgement ended. */
   seconds: { compile: number; replay: number };
+  /** --build-only: the configs were built, none judged (a built config's row is built). */
+  buildOnly: boolean;
 }
 
 /**
@@ -155,6 +157,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
       settings,
       build: { force: o.force ?? false, confinedBy: "tune --confine", ...(o.grid ? { grid: o.grid } : {}) },
       resume: false,
+      ...(o.buildOnly ? { buildOnly: true } : {}),
       slots: [null],
       ...(o.jobs !== undefined ? { jobs: o.jobs } : {}),
       trust: o.trust ?? false,
@@ -206,7 +209,8 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
     builds,
     records,
     captured: { verdict: verdicts.includes("mismatch") ? "mismatch" : verdicts.length ? "match" : null, medianUs: baselines.length ? median(baselines) : null },
-    seconds: { compile: (lastBuild - t0) / 1000, replay: (end - lastBuild) / 1000 },
+    seconds: { compile: (lastBuild - t0) / 1000, replay: o.buildOnly ? 0 : (end - lastBuild) / 1000 },
+    buildOnly: o.buildOnly ?? false,
   };
 }
 
@@ -214,12 +218,16 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
  * A config's row from eval's outcome: compile-error (its build failed: `error` the compiler's
  * error lines), match (its median µs and speedup against the captured module from the same
  * rounds, and the compare's verdict), mismatch, or launch-error (fault, timeout, a worker's error,
- * or never run). `label` is the table's config column.
+ * or never run); with --build-only, built (nothing judged). `label` is the table's config column.
  */
 export function rowOf<C>(config: C, label: string, c: Candidate, e: TuneEvaluation): TuneRow<C> {
   const b = e.builds.get(c.id);
   const base = { config, label, captured: false };
   if (b && "failed" in b) return { ...base, verdict: "compile-error", medianUs: null, speedup: null, error: shortError(b.failed.reason) };
+  if (e.buildOnly)
+    return b
+      ? { ...base, verdict: "built", medianUs: null, speedup: null }
+      : { ...base, verdict: "launch-error", medianUs: null, speedup: null, error: "not built" };
   const r = e.records.get(c.id);
   if (!r) return { ...base, verdict: "launch-error", medianUs: null, speedup: null, error: "not run" };
   if (r.verdict === "match" || r.verdict === "mismatch") {
@@ -238,6 +246,8 @@ export function rowOf<C>(config: C, label: string, c: Candidate, e: TuneEvaluati
 
 /** The captured module's row (the baseline: speedup 1), `verdict` launch-error when no config reached the GPU to judge it beside. */
 export function capturedRow<C>(config: C, label: string, e: TuneEvaluation): TuneRow<C> {
+  // --build-only: the app's module as captured, judged by no one
+  if (e.buildOnly) return { config, label, captured: true, verdict: "built", medianUs: null, speedup: null };
   const v = e.captured.verdict;
   if (v === null)
     return {

@@ -14,6 +14,7 @@ const VERDICT_COLOR: Record<TuneRow["verdict"], string> = {
   mismatch: COLORS.bad,
   "compile-error": COLORS.neutral,
   "launch-error": COLORS.bad,
+  built: COLORS.neutral,
 };
 
 /** A config's parameters by name, as the frontend whose tune made it reads them (TuneDriver.params: Triton's constexprs and compile options; CUDA's macros, maxrregcount, the extra flags as one); {} when none does. */

@@ -401,3 +401,44 @@ test("the MCP tool build runs validate --build-only, confined like validate", ()
   expect(gatedArgv("build", { dir: "d" }, TOOLS.build.argv({ dir: "d" }), true)).toContain("--trust");
   expect(TOOLS.build.output).toBe("validate-build");
 });
+
+describe.skipIf(!NVCC)("tune --build-only", () => {
+  test("builds every config and judges none (no GPU): rows built with their registers or compile-error, no winner, exit 0; --report refused; MCP's tune passes it", () => {
+    const { dir, env } = demo();
+    // a macro that breaks the kernel's build at 1: one config a compile error
+    const src = join(dir, "src/saxpy.cu");
+    writeFileSync(
+      src,
+      readFileSync(src, "utf8").replace("  int i = blockIdx", "#if defined(BROKEN) && BROKEN\n#error broken on purpose\n#endif\n  int i = blockIdx"),
+    );
+    const flags = ["--maxrregcount", "16", "--define", "BROKEN=0,1"];
+    const json = kerncap(["tune", dir, "--build-only", ...flags, "--json"], env);
+    expect(json.exitCode, json.stderr.toString()).toBe(0);
+    const doc = JSON.parse(json.stdout.toString());
+    expect(() => v.parse(DOCUMENTS.tune, doc)).not.toThrow();
+    expect([doc.buildOnly, doc.winner, doc.paste, doc.seconds.replay]).toEqual([true, null, null, 0]);
+    const by = Object.fromEntries(doc.rows.map((r: { label: string }) => [r.label, r]));
+    expect(by["captured module"]).toMatchObject({ captured: true, verdict: "built", medianUs: null });
+    expect(by["build.sh"]).toMatchObject({ verdict: "built", medianUs: null });
+    expect(by["build.sh"].registers).toBe(by["captured module"].registers); // the captured source, rebuilt
+    const capped = doc.rows.find((r: { config: { defines: Record<string, string> } }) => r.config.defines.BROKEN === "0");
+    expect(capped).toMatchObject({ verdict: "built" });
+    expect(capped.registers).toBeLessThanOrEqual(16);
+    const broken = doc.rows.find((r: { config: { defines: Record<string, string> } }) => r.config.defines.BROKEN === "1");
+    expect(broken).toMatchObject({ verdict: "compile-error" });
+    expect(broken.error).toContain("broken on purpose");
+    expect(json.stderr.toString()).not.toContain("E_NO_GPU"); // nothing went to a GPU
+
+    const text = kerncap(["tune", dir, "--build-only", "--maxrregcount", "16"], env);
+    expect(text.exitCode, text.stderr.toString()).toBe(0);
+    expect(text.stdout.toString()).toContain("2 of 2 configs built; none judged or timed (--build-only)");
+    expect(text.stdout.toString()).toMatch(/maxrregcount=16 +built +- +- +\d+\n/); // the table: no time, its registers
+
+    const report = kerncap(["tune", dir, "--build-only", "--maxrregcount", "16", "--report", join(dir, "..", "r.html"), "--json"], env);
+    expect(report.exitCode).toBe(2);
+    expect(JSON.parse(report.stdout.toString()).error).toMatchObject({ code: "E_USAGE" });
+    expect(existsSync(join(dir, "..", "r.html"))).toBe(false);
+
+    expect(TOOLS.tune.argv({ dir: "d", buildOnly: true })).toContain("--build-only");
+  }, 120_000);
+});

@@ -4,9 +4,10 @@
  * -maxrregcount and nvcc flags (built by build.sh); each judged against the app's after state and
  * timed interleaved with the app's own build; a table, and the winner as a line to paste
  * (@triton.autotune's triton.Config, or nvcc flags). Exit 0 when some config matched, 1 when none
- * did, 2 on error.
+ * did, 2 on error; --build-only: every config built and none judged (no GPU), exit 0 when some built.
  */
 import { log } from "../../log.ts";
+import { KerncapError } from "../../errors.ts";
 import { defineCommand } from "citty";
 import { tuneNotes, tuneTable, type TuneResult } from "../../frontends/tune.ts";
 import { tuneVerb } from "../../ops/tune.ts";
@@ -38,6 +39,15 @@ export function describeTune(r: TuneResult<unknown>): string {
   const w = r.winner;
   const label = (x: NonNullable<typeof w>) => x.label ?? "";
   const lines = [tuneTable(r.rows), ...tuneNotes(r.rows), ""];
+  if (r.buildOnly) {
+    const configs = r.rows.filter((x) => !x.captured); // CUDA's build.sh row too: the plain config
+    const built = configs.filter((x) => x.verdict === "built").length;
+    lines.push(
+      `${built} of ${configs.length} config${configs.length === 1 ? "" : "s"} built; none judged or timed (--build-only): tune again without it on a machine with the capture's GPU`,
+    );
+    lines.push(`  built in ${r.seconds.compile.toFixed(1)} s`);
+    return lines.join("\n");
+  }
   if (!w) lines.push("no config matched the app's after state");
   else {
     const beaten = r.rows.some((x) => x.vsApp) && w.captured ? " (the app's own: no config is faster beyond the noise)" : w.captured ? " (the app's own)" : "";
@@ -71,6 +81,7 @@ export function tuneOptions(
     maxrregcount?: unknown;
     grid?: unknown;
     "flush-l2"?: unknown;
+    "build-only"?: unknown;
     "allow-version-mismatch"?: unknown;
     trust?: unknown;
     confine?: unknown;
@@ -91,6 +102,7 @@ export function tuneOptions(
     rtol,
     ...Object.fromEntries(Object.entries(judging).filter(([, v]) => v !== undefined)),
     force: Boolean(args["allow-version-mismatch"]),
+    ...(args["build-only"] ? { buildOnly: true } : {}),
     trust: trustArg(args.trust, rawArgs),
     confine: Boolean(args.confine),
   };
@@ -129,6 +141,12 @@ export default defineCommand({
     },
     iters: { type: "string", description: "Timed rounds, one launch of every config each", default: "20" },
     jobs: { type: "string", description: "Parallel compiles (default: the CPU count)" },
+    "build-only": {
+      type: "boolean",
+      description:
+        "Build every config and judge none (no GPU needed): each row built (CUDA: with its registers/thread) or compile-error; exit 0 when some config built. Tune again without it on the GPU to judge and time them",
+      default: false,
+    },
     ...flushL2Arg,
     trust: {
       type: "boolean",
@@ -157,6 +175,10 @@ export default defineCommand({
   async run({ args, rawArgs }) {
     if (args.json) keepStdoutForData(); // device printf goes to stderr (escaped), the document to stdout; a replay sets it aside in text mode too (src/replay/backends/factory.ts)
     const o = { ...tuneOptions(args, rawArgs), onBuilt: buildProgress(Boolean(args.json)) };
+    if (o.buildOnly && args.report !== undefined)
+      throw new KerncapError("E_USAGE", "--report draws the configs' times, and --build-only times none: they do not go together", {
+        hint: "Give --csv FILE (or --json) for the rows of a --build-only tune; --report with a tune that judges and times them on the GPU.",
+      });
     for (const k of ["report", "csv"] as const) if (args[k] !== undefined) checkOutputFile(k, String(args[k])); // before any build
     const files = (["report", "csv"] as const).filter((k) => args[k] !== undefined).map((k) => `--${k} ${String(args[k])}`);
     // an error ends the tune before any config is timed: the files asked for are not written, and that is said
@@ -172,7 +194,8 @@ export default defineCommand({
         if (args.csv !== undefined) writeFileAtomic(resolve(String(args.csv)), tuneCsv(r));
         if (args.json) printJson("tune", r);
         else printText(describeTune(r as TuneResult<unknown>) + "\n");
-        return r.winner ? 0 : 1;
+        // --build-only: no config built is E_BUILD (exit 2) before this; some built is the answer asked for
+        return r.winner || r.buildOnly ? 0 : 1;
       },
       dataStdio(),
     ).catch(unwritten);

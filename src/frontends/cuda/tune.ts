@@ -148,7 +148,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     );
   }
   o.gate();
-  if (m.fault)
+  if (m.fault && !o.buildOnly)
     throw new KerncapError("E_USAGE", `${dir}: the captured launch faulted in the app; there is nothing to time`, {
       hint: "Replay it (kerncap replay) to reproduce the fault.",
     });
@@ -209,6 +209,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     paste: winner && !winner.captured ? cudaBuildFlags(winner.config).join(" ") : null,
     seconds: e.seconds,
     ...(warnings.length ? { warnings } : {}),
+    ...(o.buildOnly ? { buildOnly: true as const } : {}),
   };
 }
 
@@ -252,6 +253,7 @@ export const cudaTune: TuneDriver = {
       trust: o.trust,
       confine: o.confine,
       onBuilt: o.onBuilt,
+      ...(o.buildOnly ? { buildOnly: true } : {}),
       gate: o.gate,
       evaluate: o.evaluate,
     });

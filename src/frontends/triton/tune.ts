@@ -281,6 +281,7 @@ export async function tuneTriton(dirArg: string, o: TuneOptions): Promise<TuneRe
     winner,
     paste: winner ? autotuneLine(winner.config) : null,
     seconds: e.seconds,
+    ...(o.buildOnly ? { buildOnly: true as const } : {}),
   };
 }
 
