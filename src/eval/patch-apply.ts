@@ -11,7 +11,7 @@ import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { relativePathProblem } from "../format/paths.ts";
 import { notAnEditableSource } from "../frontends/index.ts";
-import { PATCH_NAMES_EXAMPLE, PatchProblem, patchPaths, readPatch, stripRule, type PatchRead } from "./patch.ts";
+import { PATCH_NAMES_EXAMPLE, PatchProblem, patchAsApplied, patchPaths, readPatch, stripRule, type PatchRead } from "./patch.ts";
 
 /**
  * Why a patch is not a candidate's (or undefined), read whole as git apply reads it
@@ -38,7 +38,7 @@ export function patchModeProblem(text: string): string | undefined {
  */
 export function sourcePathProblem(m: Pick<Manifest, "kernel">, rel: string): string | undefined {
   const where = relativePathProblem(rel);
-  if (where) return `${escapedForMessage(`src/${rel}`)} ${where}`;
+  if (where) return `${escapedForMessage(rel.startsWith("/") ? rel : `src/${rel}`)} ${where}`; // an absolute name as given, not src//tmp/…
   const unportable = unportableName(rel);
   if (unportable) return `${escapedForMessage(`src/${rel}`)} ${unportable}`;
   return notAnEditableSource(m, `src/${rel}`);
@@ -105,25 +105,6 @@ export const PATCH_NAMES_HINT =
 const PATCH_HINT = "Give the candidate as a tree (an edited copy of src/) or a patch of text edits of src/'s source files (diff -ru src edited, or git diff).";
 
 /**
- * The traditional pairs of a patch (PatchRead.pairs) whose `---` names a file src/ holds (`before`,
- * with `strip` parts taken off) and whose `+++` names one it does not: what `diff -u FILE EDITED`
- * writes inside src/ (`+++ EDITED`, the edited copy's name, even an absolute one). patch(1) patches
- * the file that exists; git apply the `+++` name, which is not there (nu12 #1: the documented recipe
- * was refused). Such a pair edits its `---` file.
- */
-function editedCopyNames(read: PatchRead, strip: number, before: Set<string>): PatchRead["pairs"] {
-  const rel = (n: string) => n.split("/").slice(strip).join("/");
-  return read.pairs.filter((p) => before.has(rel(p.old)) && !before.has(rel(p.new)));
-}
-
-/** The patch's bytes with each of `pairs`' `+++` lines naming its `---` file (the names checked after are these). */
-function withOldNames(text: Buffer, pairs: PatchRead["pairs"]): Buffer {
-  const lines = text.toString("latin1").split("\n");
-  for (const p of pairs) lines[p.plus] = `+++ ${lines[p.plus - 1]!.slice(4)}`;
-  return Buffer.from(lines.join("\n"), "latin1");
-}
-
-/**
  * Apply a candidate's patch to `src` (the private copy's src/): read whole first (readPatch), every
  * name it writes held to patchWriteRefusal, then git apply, then the tree it left walked with no
  * link followed: only regular files and folders, each new name an allowed source path. `name`:
@@ -144,10 +125,9 @@ export async function applyPatch(src: string, name: string, text: Buffer, dest: 
   if (!lstatSync(src, { throwIfNoEntry: false })?.isDirectory()) throw refuse("has no src/ folder to apply to");
   const before = regularFiles(src).files;
   const srcHoldsSrc = existsSync(join(src, "src"));
-  const edited = editedCopyNames(read, patchPaths(read.names, srcHoldsSrc, (rel) => before.has(rel)).strip, before);
-  if (edited.length) text = withOldNames(text, edited);
-  const names = edited.length ? readPatch(text.toString("latin1")).names : read.names;
-  const { strip, paths } = patchPaths(names, srcHoldsSrc, (rel) => before.has(rel));
+  const applied = patchAsApplied(text.toString("latin1"), read, srcHoldsSrc, (rel) => before.has(rel));
+  text = Buffer.from(applied.text, "latin1");
+  const { strip, paths } = patchPaths(applied.read.names, srcHoldsSrc, (rel) => before.has(rel));
   for (const rel of paths) {
     const refused = patchWriteRefusal(name, rel, m, "writes");
     // a name that ends outside src/'s files (empty, `..`): how the names were read, and what to do (nu10 #19)

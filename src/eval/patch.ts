@@ -253,6 +253,26 @@ export function patchPaths(names: string[], srcHoldsSrc: boolean, holds: (rel: s
 }
 
 /**
+ * The patch as it is given to git apply (`text`, read as `read`), and as read then: each
+ * traditional pair whose `---` names a file src/ holds (`holds`, with patchPaths' strip taken off)
+ * and whose `+++` names one it does not gets its `---` name on the `+++` line. That is what
+ * `diff -u FILE EDITED` writes inside src/ (`+++ EDITED`, the edited copy's name, even an absolute
+ * one): patch(1) patches the file that exists, git apply the `+++` name, which is not there (nu12
+ * #1: the documented recipe was refused). The names checked, by eval and by kerncap mcp's
+ * evaluate before it writes anything, are these (nu16 #1: MCP refused such a patch eval built).
+ */
+export function patchAsApplied(text: string, read: PatchRead, srcHoldsSrc: boolean, holds: (rel: string) => boolean): { text: string; read: PatchRead } {
+  const strip = patchPaths(read.names, srcHoldsSrc, holds).strip;
+  const rel = (n: string) => n.split("/").slice(strip).join("/");
+  const edited = read.pairs.filter((p) => holds(rel(p.old)) && !holds(rel(p.new)));
+  if (!edited.length) return { text, read };
+  const lines = text.split("\n");
+  for (const p of edited) lines[p.plus] = `+++ ${lines[p.plus - 1]!.slice(4)}`;
+  const out = lines.join("\n");
+  return { text: out, read: readPatch(out) };
+}
+
+/**
  * How a patch's names were read (`strip`: patchPaths'), for a refusal whose names lead outside
  * src/'s files: "its file names are read with their first folder taken off (as git apply -p1)".
  */

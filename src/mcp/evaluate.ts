@@ -21,7 +21,7 @@ import { relativePathProblem } from "../format/paths.ts";
 import { CANDIDATE_FAULT_CODES, patchModeProblem } from "../eval/candidates.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { parseConfigSpace } from "../frontends/tune.ts";
-import { PATCH_NAMES_EXAMPLE, patchPaths, readPatch, stripRule } from "../eval/patch.ts";
+import { PATCH_NAMES_EXAMPLE, patchAsApplied, patchPaths, readPatch, stripRule } from "../eval/patch.ts";
 import { assertEditableSource, SRC_MAX_FILES } from "./files.ts";
 
 /** One candidate as the tool takes it. */
@@ -105,14 +105,17 @@ function refusalOf(captureDir: string, manifest: Manifest, c: McpCandidate, name
     // every name it writes, decoded as git decodes it and stripped as eval strips it: edit_file's rule
     const holds = (rel: string) =>
       relativePathProblem(rel) === undefined && lstatSync(join(captureDir, "src", rel), { throwIfNoEntry: false })?.isFile() === true;
-    const { strip, paths } = patchPaths(readPatch(c.patch).names, existsSync(join(captureDir, "src", "src")), holds);
+    // the names as eval gives them to git apply (a `diff -u FILE EDITED` pair patches FILE)
+    const srcHoldsSrc = existsSync(join(captureDir, "src", "src"));
+    const { read } = patchAsApplied(c.patch, readPatch(c.patch), srcHoldsSrc, holds);
+    const { strip, paths } = patchPaths(read.names, srcHoldsSrc, holds);
     for (const rel of paths) {
       const problem = relativePathProblem(rel);
       if (problem)
         return refuse(
           "patch",
           "E_PATCH",
-          `candidate ${name}'s patch writes ${escapedForMessage(`src/${rel}`)}, which ${problem}; ${stripRule(strip)} ${PATCH_NAMES_EXAMPLE}`,
+          `candidate ${name}'s patch writes ${escapedForMessage(rel.startsWith("/") ? rel : `src/${rel}`)}, which ${problem}; ${stripRule(strip)} ${PATCH_NAMES_EXAMPLE}`,
         );
       const r = check("patch", () => assertEditableSource(manifest, `src/${rel}`, `candidate ${name}'s patch`));
       if (r) return r;

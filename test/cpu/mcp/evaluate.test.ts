@@ -31,6 +31,26 @@ test("evaluate {patch} with bare names: written and applied as -p0; a bare name 
   expect(r.reason).toContain("a bare kernel.cu, as diff -u writes it there, is read as it is");
 });
 
+test("evaluate {patch} made by `diff -u FILE EDITED` inside src/ (+++ the edited copy's absolute path): written and applied to FILE, as eval applies the same patch from a file (nu16 #1: MCP refused it, E_PATCH `src//tmp/…`)", async () => {
+  const cap = await captureWithSource();
+  const first = readFileSync(join(cap, "src/kernel.cu"), "utf8").split("\n")[0]!;
+  const patch = `--- kernel.cu\t2026-12-07 01:00:00\n+++ /tmp/edited/kernel.cu\t2026-12-07 01:01:00\n@@ -1 +1 @@\n-${first}\n+// edited\n`;
+  const { folder } = writeCandidates(cap, [{ name: "hoist", patch }]);
+  try {
+    const [c] = listedCandidates(join(folder, "candidates.json"));
+    expect(c!.refused).toBeUndefined();
+    const dest = join(tempDir(), "copy");
+    await materialise(cap, c!, dest);
+    expect(readFileSync(join(dest, "src/kernel.cu"), "utf8").split("\n")[0]).toBe("// edited");
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+  // a --- name src/ does not hold still leaves the +++ name as the one written: refused, the absolute name said as given
+  const r = evaluateRefusal(cap, { name: "abs", patch: `--- other.cu\n+++ /tmp/edited/other.cu\n@@ -1 +1 @@\n-x\n+y\n` });
+  expect(r.code).toBe("E_PATCH");
+  expect(r.reason).not.toContain("src//");
+});
+
 test("evaluate {files} that cannot be one tree: a path both a file and another's folder, or more than src/ may hold, is that candidate's refusal, its files unwritten; the others are written (adversary 61: E_IO for the whole call; 232 000 inodes from one call)", async () => {
   const cap = await captureWithSource();
   const clash = evaluateRefusal(cap, { name: "clash", files: { "src/k.cuh": "x", "src/k.cuh/x.cuh": "y" } });
