@@ -85,27 +85,6 @@ export function buildVerdict(e: unknown): BuildFailure["verdict"] {
   return COMPILE_ERRORS.has(e.code) ? "compile-error" : "error";
 }
 
-/**
- * Whether `defined` (the rebuilt module's kernels, demangled, as E_KERNEL_NOT_FOUND's hint lists
- * them: "scale(float*, long) (_Z5scalePfl), …") holds the captured kernel `demangled` under another
- * parameter list: the same text before its parameter list (name, template arguments, return type).
- */
-export function sameKernelOtherParams(demangled: string, defined: string): boolean {
-  if (!demangled.endsWith(")")) return false;
-  let depth = 0;
-  let open = -1;
-  for (let i = demangled.length - 1; i >= 0; i--) {
-    if (demangled[i] === ")") depth++;
-    else if (demangled[i] === "(" && --depth === 0) {
-      open = i;
-      break;
-    }
-  }
-  if (open <= 0) return false;
-  const head = demangled.slice(0, open + 1);
-  return defined.startsWith(head) || defined.includes(`, ${head}`);
-}
-
 /** The trust gate of a candidate's private copy (src/ops/eval.ts: src/format/trust.ts requireTrustedCopy), asked once the copy is made, before its build. @throws KerncapError E_UNTRUSTED */
 export type CopyGate = (copy: string, c: Candidate) => void;
 
@@ -211,12 +190,11 @@ export async function buildCandidate(dir: string, m: Manifest, c: Candidate, des
       isKerncapError(e) && e.code === "E_BUILD" && Array.isArray(e.details?.diagnostics)
         ? (e.details.diagnostics as Diagnostic[]).slice(0, RECORD_DIAGNOSTICS_MAX)
         : undefined;
-    // the kernel, under another parameter list (a C++ name carries its parameters): a layout change, not a compile error (nu15)
-    const relisted = defines !== null && sameKernelOtherParams(m.kernel.demangled, defines[1]!);
+    // the kernel under another parameter list is E_PARAM_LAYOUT from the module check itself (src/frontends/cuda/repro.ts checkRebuiltModule): layout-change
     return {
       failed: {
-        verdict: relisted ? "layout-change" : buildVerdict(e),
-        code: relisted ? "E_PARAM_LAYOUT" : isKerncapError(e) ? e.code : "E_INTERNAL",
+        verdict: buildVerdict(e),
+        code: isKerncapError(e) ? e.code : "E_INTERNAL",
         reason: message,
         seconds: seconds(),
         ...(diagnostics ? { diagnostics } : {}),

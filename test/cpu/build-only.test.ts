@@ -133,14 +133,16 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     expect(refused.stdout.toString() + refused.stderr.toString()).toContain("E_UNSAFE_PATH");
   });
 
-  test("a changed parameter list: the error names what the module defines, with no note on the pruned build before it (nu9 #12)", () => {
+  test("a changed parameter list: E_PARAM_LAYOUT naming what the module defines, with no note on the pruned build before it (nu9 #12)", () => {
     const { dir, env } = demo();
     const src = join(dir, "src/saxpy.cu");
     writeFileSync(src, readFileSync(src, "utf8").replace("__global__ void saxpy(const Saxpy *p) {", "__global__ void saxpy(const Saxpy *p, int n) {"));
     const r = kerncap(["validate", dir, "--build-only"], env);
     expect(r.exitCode).toBe(2);
     const err = r.stderr.toString();
-    expect(err).toContain("the rebuilt module defines: saxpy(Saxpy const*, int)");
+    // the kernel under another parameter list: E_PARAM_LAYOUT, as eval's layout-change says it (nu16 #2: E_KERNEL_NOT_FOUND here)
+    expect(err).toContain("E_PARAM_LAYOUT: the edit changed the kernel's parameter list; nothing was launched: the capture launched saxpy(Saxpy const*)");
+    expect(err).toContain("it defines saxpy(Saxpy const*, int) (_Z5saxpyPK5Saxpyi)");
     expect(err).not.toContain("validate rebuilds with build.sh");
     expect(err).not.toContain("pruned TU");
     // nothing was recorded of a comparison that could not be made: the next build that defines the kernel checks the pruned build

@@ -425,7 +425,7 @@ const ET_EXEC = 2;
  * refused. A relocatable cubin (ET_REL, -rdc without a device link) is refused: E_RDC naming the
  * functions other TUs would have to define, else E_BUILD (the driver loads only linked cubins).
  * @throws KerncapError exit 2: E_BUILD, E_RDC, E_KERNEL_NOT_FOUND, E_PARAM_LAYOUT (names each
- *   differing parameter).
+ *   differing parameter; or the kernel defined under another parameter list: sameKernelOtherParams).
  */
 export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel" | "params" | "device">): void {
   const bytes = new Uint8Array(readFileSync(modulePath));
@@ -460,6 +460,14 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
     );
   }
   if (!cubinKernels(elf).includes(m.kernel.name)) {
+    // the kernel under another parameter list (a C++ name carries its parameters): the layout changed, as for an extern "C" kernel (nu15, nu16 #2)
+    const defined = definedKernels(cubinKernels(elf).slice(0, 8));
+    if (sameKernelOtherParams(m.kernel.demangled, defined))
+      throw new KerncapError(
+        "E_PARAM_LAYOUT",
+        `the edit changed the kernel's parameter list; nothing was launched: the capture launched ${m.kernel.demangled} (${m.kernel.name}); it defines ${defined}`,
+        { hint: "The replay passes the captured parameter bytes unchanged: keep the parameter list (types, order, struct layouts) as captured." },
+      );
     throw new KerncapError("E_KERNEL_NOT_FOUND", `the rebuilt module does not define ${m.kernel.demangled} (${m.kernel.name})`, {
       hint: `Keep the kernel's name, template arguments and parameter list; the rebuilt module defines: ${definedKernels(cubinKernels(elf).slice(0, 8)) || "no kernels"}.`,
     });
@@ -481,6 +489,27 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
       hint: "The replay passes the captured parameter bytes unchanged: keep the parameter list (types, order, struct layouts) as captured.",
     });
   }
+}
+
+/**
+ * Whether `defined` (the rebuilt module's kernels, demangled, as E_KERNEL_NOT_FOUND's hint lists
+ * them: "scale(float*, long) (_Z5scalePfl), …") holds the captured kernel `demangled` under another
+ * parameter list: the same text before its parameter list (name, template arguments, return type).
+ */
+export function sameKernelOtherParams(demangled: string, defined: string): boolean {
+  if (!demangled.endsWith(")")) return false;
+  let depth = 0;
+  let open = -1;
+  for (let i = demangled.length - 1; i >= 0; i--) {
+    if (demangled[i] === ")") depth++;
+    else if (demangled[i] === "(" && --depth === 0) {
+      open = i;
+      break;
+    }
+  }
+  if (open <= 0) return false;
+  const head = demangled.slice(0, open + 1);
+  return defined.startsWith(head) || defined.includes(`, ${head}`);
 }
 
 /** A failed build.sh's E_RDC: an -rdc device link that found device functions no file of the reproducer defines (nvlink's "Undefined reference" lines). */
