@@ -71,6 +71,8 @@ export interface CheckReport {
   shard: Shard | null;
   workers: number;
   rebuild: boolean;
+  /** --build-only: every capture's reproducer built, none replayed or timed (baseline null); absent otherwise. */
+  buildOnly?: true;
   slowerPct: number;
   /** Regressions first. */
   captures: CheckRecord[];
@@ -225,6 +227,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
       shard: o.shard ?? null,
       workers: o.gpus.length,
       rebuild: o.settings.rebuild,
+      ...(o.settings.buildOnly ? { buildOnly: true as const } : {}),
       slowerPct: o.slowerPct,
       seconds: 0,
     });
@@ -253,10 +256,12 @@ async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir
   const reportOfRun = () =>
     reportOf(records, {
       results: join(dir, RESULTS_FILE),
-      baseline: run.baselinePath,
+      // --build-only times nothing: no baseline was read against or written (nu16 #5: the report named a baseline.json never made)
+      baseline: o.settings.buildOnly ? null : run.baselinePath,
       shard: o.shard ?? null,
       workers: o.gpus.length,
       rebuild: o.settings.rebuild,
+      ...(o.settings.buildOnly ? { buildOnly: true as const } : {}),
       slowerPct: o.slowerPct,
       seconds: records.reduce((a, r) => a + r.seconds, 0),
     });
@@ -282,7 +287,7 @@ async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir
       },
     );
   }
-  if (!o.baseline) {
+  if (!o.baseline && !o.settings.buildOnly) {
     const added = withTimings(run.baseline, records, { replace: false });
     if (Object.keys(added.captures).length !== Object.keys(run.baseline.captures).length) writeBaseline(run.baselinePath, added);
   }
@@ -459,6 +464,7 @@ export function reportOf(records: CheckRecord[], o: Omit<CheckReport, "captures"
 export function writeJunit(path: string, r: CheckReport, notChecked?: { ids: string[]; code: string; why: string }, property = "interrupted"): void {
   const properties: Record<string, string> = { rebuild: String(r.rebuild), slowerPct: String(r.slowerPct), workers: String(r.workers) };
   if (r.baseline) properties.baseline = r.baseline;
+  if (r.buildOnly) properties.buildOnly = "true";
   if (r.shard) properties.shard = `${r.shard.index}/${r.shard.count}`;
   if (notChecked) properties[property] = String(notChecked.ids.length);
   writeFileAtomic(resolve(path), junitXml(r.captures, { seconds: r.seconds, properties, ...(notChecked ? { notChecked } : {}) }));

@@ -34,7 +34,7 @@ export function checkHtml(r: CheckReport, title: string): string {
     );
   } else
     sections.push(
-      `<p>No capture has a time ratio: ${esc(r.captures.length ? "none was timed against a baseline (a first run records it)" : "no captures")}.</p>`,
+      `<p>No capture has a time ratio: ${esc(!r.captures.length ? "no captures" : r.buildOnly ? "none was replayed or timed (--build-only: each reproducer built)" : "none was timed against a baseline (a first run records it)")}.</p>`,
     );
   sections.push(`<h2>Captures</h2>`);
   sections.push(

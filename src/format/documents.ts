@@ -411,7 +411,7 @@ export const DOCUMENTS = {
     canReplay: v.optional(v.boolean()),
     /** canReplay, CUPTI found, and the built-in capture + replay did not fail (kerncap run can capture here). */
     canCapture: v.optional(v.boolean()),
-    /** nvcc found, the cache folder and TMPDIR usable: the builds run here (validate --build-only, eval --build-only, check --rebuild), GPU or not. */
+    /** nvcc found, the cache folder and TMPDIR usable: the builds run here (validate --build-only, tune --build-only, eval --build-only, check --rebuild --build-only), GPU or not. */
     canBuild: v.optional(v.boolean()),
   }),
   check: v.object({
@@ -422,6 +422,8 @@ export const DOCUMENTS = {
     shard: v.nullable(v.object({ index: U, count: U })),
     workers: U,
     rebuild: v.boolean(),
+    /** --build-only: every capture's reproducer built, none replayed or timed (baseline null: none read or written); absent otherwise. */
+    buildOnly: v.optional(v.literal(true)),
     /** A capture is slower when its time ratio's interval lies wholly above 1 + slowerPct/100 (src/check/timing.ts). */
     slowerPct: v.number(),
     /** Regressions first: mismatch, slower, error, skipped, ok. */

@@ -73,7 +73,7 @@ function joined(words: readonly string[]): string {
  * doctor's fix of a failed libcuda or GPU check give (NO_GPU_VERBS, then what validate and tune do
  * without one).
  */
-export const WITHOUT_GPU = `kerncap demo (a sample capture to try the verbs on), ${joined(NO_GPU_VERBS.filter((v) => v !== "demo"))} work without a GPU; validate still rebuilds the edited source (a build error is reported first; validate --build-only rebuilds alone, with --watch at each save, and exits 0 when the kernel compiles), tune and eval still build every config and candidate, and check --rebuild every capture`;
+export const WITHOUT_GPU = `kerncap demo (a sample capture to try the verbs on), ${joined(NO_GPU_VERBS.filter((v) => v !== "demo"))} work without a GPU; validate still rebuilds the edited source (a build error is reported first; validate --build-only rebuilds alone, with --watch at each save, and exits 0 when the kernel compiles), tune and eval still build every config and candidate (then E_NO_GPU; with --build-only they judge none and exit 0), and check --rebuild --build-only builds every capture`;
 /** What needs the GPU (GPU_VERBS): the one sentence the E_NO_GPU hints and doctor's fix give, before WITHOUT_GPU. */
 export const NEEDS_GPU = `kerncap ${GPU_VERBS.filter((v) => v !== "validate" && v !== "tune").join(", ")}, and the replays of validate and tune need an NVIDIA GPU and its driver (or KERNCAP_LIBCUDA set to libcuda.so.1's path)`;
 /**
@@ -81,7 +81,7 @@ export const NEEDS_GPU = `kerncap ${GPU_VERBS.filter((v) => v !== "validate" && 
  * every record of a CI log drowned the signal); `kerncap doctor`'s fix gives them whole.
  */
 export const NO_GPU_HINT =
-  "Run it on a machine with an NVIDIA GPU and its driver (or set KERNCAP_LIBCUDA to libcuda.so.1's path); builds run without one (validate --build-only, eval --build-only, check --rebuild), and kerncap doctor lists what works here.";
+  "Run it on a machine with an NVIDIA GPU and its driver (or set KERNCAP_LIBCUDA to libcuda.so.1's path); builds run without one (validate --build-only, tune --build-only, eval --build-only, check --rebuild --build-only), and kerncap doctor lists what works here.";
 /** E_NO_GPU for a machine without the NVIDIA driver (no libcuda among `tried`), with NO_GPU_HINT. */
 export function noDriverError(tried: { name: string; reason: string }[]): KerncapError {
   return new KerncapError("E_NO_GPU", `no NVIDIA driver: libcuda could not be loaded; tried ${describeLibcudaSearch(tried)}`, { hint: NO_GPU_HINT });

@@ -319,7 +319,7 @@ describe("kerncap demo", () => {
         expect(doc.error.code).toBe("E_NO_GPU");
         expect(doc.error.message).toContain("the rebuild succeeded");
         expect(doc.error.hint).toContain(
-          "builds run without one (validate --build-only, eval --build-only, check --rebuild), and kerncap doctor lists what works here",
+          "builds run without one (validate --build-only, tune --build-only, eval --build-only, check --rebuild --build-only), and kerncap doctor lists what works here",
         );
       }
     },

@@ -297,6 +297,10 @@ test("check --rebuild --build-only: each capture rebuilt, none replayed, no GPU 
     expect(rec.note).toMatch(/^built by build\.sh in \d+\.\d\d s; not replayed \(--build-only\)$/);
     expect(readFileSync(junit, "utf8")).toContain("not replayed (--build-only)");
     expect(readFileSync(junit, "utf8")).not.toContain("rebuilt by"); // the note says the build once (nu14 #10)
+    // no baseline read or written by a build-only run: none named (nu16 #5: the JUnit and report named a baseline.json never made)
+    expect(readFileSync(junit, "utf8")).not.toContain('name="baseline"');
+    expect(readFileSync(junit, "utf8")).toContain('<property name="buildOnly" value="true"/>');
+    expect(existsSync(join(res, "baseline.json"))).toBe(false);
     expect(summaryTable([rec], 1)).toContain("1 ok (1 of them built only: --build-only replays none)");
     // a later run without --build-only does not take the build's record as a replay's (--resume: checked again)
     const sub = await stderrOf(() => runCli(["check", corpusDir, "--rebuild", "--results", res, "--resume", "--print-summary", "none"]));
