@@ -95,6 +95,8 @@ export interface EvalOptions {
   confine?: boolean;
   /** Draw the status line in place (stderr is a terminal). */
   live: boolean;
+  /** false: no progress line for a candidate's build record (compile-error, built …), which the caller says itself (kerncap tune's lines of each config's build). */
+  buildLines?: boolean;
   /** How an interruption is said by the verb that runs this eval (kerncap tune: its configs, no --resume): what was done ("configs judged") and the hint; default eval's own. */
   interrupted?: { done: string; hint: string };
   /** How GPU workers are started (src/check/pool.ts workerCommand of `kerncap eval --worker`; the CPU tests give their own). */

@@ -39,7 +39,7 @@ export class Recorder {
   private readonly left: Map<string, number>;
 
   constructor(
-    private readonly o: { live: boolean; onRecord?: (r: EvalRecord) => void },
+    private readonly o: { live: boolean; onRecord?: (r: EvalRecord) => void; buildLines?: boolean },
     mine: Candidate[],
     private readonly pending: Pending[],
     private readonly results: RecordLog<EvalRecord> | undefined,
@@ -71,6 +71,8 @@ export class Recorder {
       this.finished++;
       this.onJudged?.(r.candidate);
     }
+    // a build's record (never reached a GPU) is said by the verb that says each build itself (tune: buildLines false), not twice
+    if (r.input === BUILD_INPUT && this.o.buildLines === false) return;
     const w = String(this.pending.length).length;
     this.progress.line(`[${String(this.finished).padStart(w)}/${this.pending.length}] ${recordLine(r)}`);
   }
