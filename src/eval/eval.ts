@@ -241,7 +241,7 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
     inputs: inputs.map((i) => i.id),
     results: o.jsonl ? resolve(o.jsonl) : null,
     shard: o.shard ?? null,
-    workers: o.slots.length,
+    workers: o.buildOnly ? 0 : o.slots.length, // --build-only starts no GPU worker
     wall: (performance.now() - t0) / 1000,
   });
 }

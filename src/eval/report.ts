@@ -61,7 +61,7 @@ export interface EvalReport {
   results: string | null;
   shard: Shard | null;
   workers: number;
-  /** Ranked: the matching candidates fastest first, then the rest by verdict (VERDICT_ORDER). */
+  /** Ranked: the matching candidates fastest first, then those built and not judged (--build-only), then the rest by verdict (VERDICT_ORDER). */
   candidates: CandidateSummary[];
   records: EvalRecord[];
   summary: Record<EvalVerdict, number> & { candidates: number; byCode: Record<string, number>; unjudged: Unjudged };
@@ -268,7 +268,8 @@ export function summarize(records: EvalRecord[]): CandidateSummary[] {
       rank: null,
     });
   }
-  const order = (v: EvalVerdict) => (v === "match" ? -1 : VERDICT_ORDER.indexOf(v));
+  // matches, then those built and not judged (--build-only: the usable ones where nothing ran: nu16 #7), then the rest worst first
+  const order = (v: EvalVerdict) => (v === "match" ? -2 : v === "built" ? -1 : VERDICT_ORDER.indexOf(v));
   out.sort((a, b) => order(a.verdict) - order(b.verdict) || (b.speedup ?? 0) - (a.speedup ?? 0) || a.label.localeCompare(b.label, "en", { numeric: true }));
   let rank = 0;
   for (const c of out) if (c.verdict === "match") c.rank = ++rank;
