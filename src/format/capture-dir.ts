@@ -2,7 +2,7 @@
  * Reading and checking a capture folder: the manifest, the per-file checksums, the memory images.
  */
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
-import { FileImage, sha256Range } from "./file-image.ts";
+import { FileImage, openImageInCapture, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks, verifyChunksAsync } from "./chunks.ts";
 import { readCaptureSet } from "./capture-set.ts";
 import { dirname, join, resolve } from "node:path";
@@ -226,7 +226,22 @@ export function verifyFiles(dir: string, m: Manifest): void {
       throw new KerncapError("E_CHECKSUM", `${f.path} has ${size} bytes, the manifest says ${f.size} (truncated or altered)`, {
         hint: "Capture again; the file was damaged.",
       });
-    const h = sha256File(capturePath(dir, f.path));
+    // read from one descriptor opened by the path rule, never by name again (adversary 66: a FIFO renamed over it hung the check)
+    const img = openImageInCapture(dir, f.path);
+    let h: string;
+    try {
+      if (img.size !== f.size)
+        throw new KerncapError("E_CHECKSUM", `${f.path} has ${img.size} bytes, the manifest says ${f.size} (truncated or altered)`, {
+          hint: "Capture again; the file was damaged.",
+        });
+      h = sha256Range(img, 0, img.size);
+    } catch (e) {
+      if (e instanceof RangeError)
+        throw new KerncapError("E_CHECKSUM", `${f.path} was cut short while it was read`, { hint: "Capture again; the file was damaged." });
+      throw e;
+    } finally {
+      img.close();
+    }
     if (h !== f.sha256)
       throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, {
         hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway).",

@@ -5,10 +5,9 @@
  * memory/after.bin (src/format/manifest.ts, Stored). Pure helpers and the CPU verification.
  */
 import { KerncapError } from "../errors.ts";
-import { FileImage } from "./file-image.ts";
-import { capturePath } from "./paths.ts";
+import { FileImage, openImageInCapture } from "./file-image.ts";
 import { kc64, kc64Sparse } from "./kc64.ts";
-import { dataExtents } from "./sparse-extents.ts";
+import { dataExtentsOfFd, type DataExtents } from "./sparse-extents.ts";
 import type { Global, Manifest, Region, Stored } from "./manifest.ts";
 
 export type Range = Region | Global;
@@ -150,8 +149,21 @@ function* chunkChecks(dir: string, m: Manifest, onBytes?: (done: number, total: 
   // a folder as an archive: listed chunks of one data byte each, terabytes to hash from a small folder (adversary 62: a
   // corpus folder held check for hours); held to the bound unpack applies to an archive, the images' data for its size
   // each image's extents read once: for the bound here and for the holes hashed unread (chunkHasher)
+  // each image opened once (no link, no FIFO, the file the check saw) and read from that descriptor only: a name swapped
+  // for a FIFO during the check hung it, and a mapped file cut short by its other owner killed kerncap (adversary 66)
+  const images = new Map<string, FileImage>();
+  try {
+    for (const f of [m.memory.before, m.memory.after]) images.set(f, openImageInCapture(dir, f));
+    yield* checkOpened(dir, m, images, onBytes);
+  } finally {
+    for (const img of images.values()) img.close();
+  }
+}
+
+/** chunkChecks over the images opened (by name: memory.before, memory.after). */
+function* checkOpened(dir: string, m: Manifest, images: Map<string, FileImage>, onBytes?: (done: number, total: number) => void): Generator<number> {
   const extents = new Map<string, Extents | undefined>();
-  for (const f of [m.memory.before, m.memory.after]) extents.set(f, extentsOf(capturePath(dir, f)));
+  for (const [f, img] of images) extents.set(f, extentsOf(img));
   const data = [...extents.values()].reduce((a, x) => a + (x?.dataBytes ?? 0), 0); // missing: the check below says it is truncated
   const work = checkWorkProblem(m, data);
   if (work)
@@ -163,8 +175,7 @@ function* chunkChecks(dir: string, m: Manifest, onBytes?: (done: number, total: 
   let done = 0;
   for (const which of ["before", "after"] as const) {
     const file = which === "before" ? m.memory.before : m.memory.after;
-    const img = new FileImage(capturePath(dir, file));
-    const hash = chunkHasher(img, extents.get(file));
+    const hash = chunkHasher(images.get(file)!, extents.get(file));
     const all: [Range, string][] = [
       ...m.regions.map((r) => [r, `region ${r.va}`] as [Range, string]),
       ...m.globals.map((g) => [g, `global ${g.name} (${g.va})`] as [Range, string]),
@@ -200,15 +211,11 @@ function* chunkChecks(dir: string, m: Manifest, onBytes?: (done: number, total: 
   }
 }
 
-type Extents = ReturnType<typeof dataExtents>;
+type Extents = DataExtents;
 
-/** dataExtents of `path`, or undefined where it cannot be read (missing: the checks say it is truncated). */
-function extentsOf(path: string): Extents | undefined {
-  try {
-    return dataExtents(path);
-  } catch {
-    return undefined;
-  }
+/** The data extents of an opened image, or undefined where there is none (missing: the checks say it is truncated). */
+function extentsOf(img: FileImage): Extents | undefined {
+  return img.fd === undefined ? undefined : dataExtentsOfFd(img.fd);
 }
 
 /**

@@ -12,7 +12,8 @@
  * a window of min(windowBytes, READ_WINDOW_BYTES) bytes (or the view's size when larger) at a
  * time, never the whole file. `mapped` says which way the last window came.
  */
-import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync, statSync } from "node:fs";
+import { openInCapture } from "./paths.ts";
 
 /** Bytes of one mmap window (1 GiB): few mappings, far below the 4 GiB limit. */
 export const WINDOW_BYTES = 1 << 30;
@@ -29,18 +30,38 @@ export const READ_WINDOW_BYTES = 64 << 20;
  *   file is shorter than off + n (it changed since its size was taken).
  */
 export function readRange(path: string, off: number, n: number): Uint8Array {
-  const out = new Uint8Array(n);
   const fd = openSync(path, "r");
   try {
-    for (let done = 0; done < n; ) {
-      const got = readSync(fd, out, done, Math.min(n - done, 1 << 30), off + done);
-      if (got === 0) throw new RangeError(`${path} ended at byte ${off + done}, ${n - done} bytes short of ${off + n}`);
-      done += got;
-    }
+    return readFd(fd, path, off, n);
   } finally {
     closeSync(fd);
   }
+}
+
+/** Bytes [off, off + n) of the open file `fd` (named `path` in the error), read with pread. @throws RangeError when it ends sooner (cut short since its size was taken) */
+function readFd(fd: number, path: string, off: number, n: number): Uint8Array {
+  const out = new Uint8Array(n);
+  for (let done = 0; done < n; ) {
+    const got = readSync(fd, out, done, Math.min(n - done, 1 << 30), off + done);
+    if (got === 0) throw new RangeError(`${path} ended at byte ${off + done}, ${n - done} bytes short of ${off + n}`);
+    done += got;
+  }
   return out;
+}
+
+/** A memory image already open (src/format/capture-dir.ts openImageInCapture): read from this descriptor only, never reopened by name. */
+export interface OpenedImage {
+  fd: number;
+  /** Bytes, from the fstat of the open descriptor. */
+  size: number;
+  /**
+   * Whether windows may be mapped (through /proc/self/fd/N: the file opened, whatever its name
+   * now): only a file this user owns that no one else may write. A mapping of a file another user
+   * can cut short dies of SIGBUS at the first read past its new end, which no handler of Bun's
+   * survives (adversary 66: `inspect --verify` exit 135); such a file is read with pread, where a
+   * short read is an error kerncap says.
+   */
+  mappable: boolean;
 }
 
 export class FileImage {
@@ -65,8 +86,20 @@ export class FileImage {
     readonly path: string,
     private readonly windowBytes = WINDOW_BYTES,
     private readonly shared = false,
+    private readonly opened?: OpenedImage,
   ) {
-    this.size = existsSync(path) ? statSync(path).size : 0;
+    this.size = opened ? opened.size : existsSync(path) ? statSync(path).size : 0;
+    if (opened && !opened.mappable) this.mapped = false;
+  }
+
+  /** Close the descriptor of an opened image (nothing for one read by name). */
+  close(): void {
+    if (this.opened && this.opened.fd >= 0) closeSync(this.opened.fd);
+  }
+
+  /** The open descriptor of an opened image (OpenedImage), undefined for one read by name or absent. */
+  get fd(): number | undefined {
+    return this.opened && this.opened.fd >= 0 ? this.opened.fd : undefined;
   }
 
   /**
@@ -81,7 +114,7 @@ export class FileImage {
       const start = off - (off % 65536); // windows start on 64 KiB (page-aligned, pinnable)
       if (this.mapped) {
         try {
-          this.win = Bun.mmap(this.path, {
+          this.win = Bun.mmap(this.opened ? `/proc/self/fd/${this.opened.fd}` : this.path, {
             shared: this.shared,
             offset: start,
             size: Math.min(Math.max(this.windowBytes, n + off - start), this.size - start),
@@ -94,7 +127,8 @@ export class FileImage {
           this.onReadFallback?.(e as Error);
         }
       }
-      this.win = readRange(this.path, start, Math.min(Math.max(Math.min(this.windowBytes, READ_WINDOW_BYTES), n + off - start), this.size - start));
+      const len = Math.min(Math.max(Math.min(this.windowBytes, READ_WINDOW_BYTES), n + off - start), this.size - start);
+      this.win = this.opened ? readFd(this.opened.fd, this.path, start, len) : readRange(this.path, start, len);
       this.winOff = start;
     }
     return this.win.subarray(off - this.winOff, off - this.winOff + n);
@@ -114,4 +148,21 @@ export function sha256Range(img: FileImage, off: number, n: number): string {
   const h = new Bun.CryptoHasher("sha256");
   pieces(n, (s, k) => h.update(img.view(off + s, k)));
   return h.digest("hex");
+}
+
+/**
+ * The memory image `rel` of capture folder `dir`, opened once by the capture path rule
+ * (src/format/paths.ts openInCapture: no link followed, O_NONBLOCK, the file the check saw) and
+ * read from that descriptor only (OpenedImage): a FIFO or link renamed over the name afterwards is
+ * never opened (adversary 66: a FIFO swapped in hung `check` for ever), and a file another user
+ * may write is read with pread, never mapped (mappable). The caller closes it (FileImage.close).
+ * @returns an empty image (size 0) when there is no such file
+ * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO, a hard link, a swap), E_IO
+ */
+export function openImageInCapture(dir: string, rel: string): FileImage {
+  const o = openInCapture(dir, rel, Number.MAX_SAFE_INTEGER);
+  if (!o) return new FileImage(`${dir}/${rel}`, WINDOW_BYTES, false, { fd: -1, size: 0, mappable: false });
+  const st = fstatSync(o.fd);
+  const mine = st.uid === (process.geteuid?.() ?? process.getuid?.()) && (st.mode & 0o022) === 0;
+  return new FileImage(o.path, WINDOW_BYTES, false, { fd: o.fd, size: o.size, mappable: mine });
 }

@@ -31,33 +31,46 @@ function libcLseek(): typeof lseek {
  * a hole has none.
  * @returns { size (bytes), extents, dataBytes (sum of extent lengths), sparse (some hole found) }
  */
-export function dataExtents(path: string): { size: number; extents: Extent[]; dataBytes: number; sparse: boolean } {
+export function dataExtents(path: string): DataExtents {
   const fd = openSync(path, "r");
   try {
-    const st = fstatSync(fd);
-    const size = st.size;
-    const seek = libcLseek();
-    if (size === 0) return { size, extents: [], dataBytes: 0, sparse: false };
-    if (!seek) return { size, extents: [[0, size]], dataBytes: size, sparse: false };
-    const extents: Extent[] = [];
-    let off = 0;
-    while (off < size) {
-      const d = seek(fd, off, SEEK_DATA);
-      if (d < 0) {
-        // ENXIO: no data after off (the rest is a hole). Any other failure at 0: take it all as data
-        if (off === 0 && st.blocks > 0) return { size, extents: [[0, size]], dataBytes: size, sparse: false };
-        break;
-      }
-      const h = Math.min(seek(fd, d, SEEK_HOLE), size);
-      if (h <= d) break;
-      extents.push([d, h - d]);
-      off = h;
-    }
-    const dataBytes = extents.reduce((a, [, n]) => a + n, 0);
-    return { size, extents, dataBytes, sparse: dataBytes < size };
+    return dataExtentsOfFd(fd);
   } finally {
     closeSync(fd);
   }
+}
+
+/** What dataExtents tells of a file. */
+export interface DataExtents {
+  size: number;
+  extents: Extent[];
+  dataBytes: number;
+  sparse: boolean;
+}
+
+/** dataExtents of the file open as `fd` (a capture's memory image opened once: src/format/chunks.ts), which stays open. */
+export function dataExtentsOfFd(fd: number): DataExtents {
+  const st = fstatSync(fd);
+  const size = st.size;
+  const seek = libcLseek();
+  if (size === 0) return { size, extents: [], dataBytes: 0, sparse: false };
+  if (!seek) return { size, extents: [[0, size]], dataBytes: size, sparse: false };
+  const extents: Extent[] = [];
+  let off = 0;
+  while (off < size) {
+    const d = seek(fd, off, SEEK_DATA);
+    if (d < 0) {
+      // ENXIO: no data after off (the rest is a hole). Any other failure at 0: take it all as data
+      if (off === 0 && st.blocks > 0) return { size, extents: [[0, size]], dataBytes: size, sparse: false };
+      break;
+    }
+    const h = Math.min(seek(fd, d, SEEK_HOLE), size);
+    if (h <= d) break;
+    extents.push([d, h - d]);
+    off = h;
+  }
+  const dataBytes = extents.reduce((a, [, n]) => a + n, 0);
+  return { size, extents, dataBytes, sparse: dataBytes < size };
 }
 
 /** Granularity of the holes a writer leaves (bytes): ext4 and xfs allocate 4 KiB blocks; 64 KiB keeps the calls few. */
