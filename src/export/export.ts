@@ -65,7 +65,8 @@ import { digestOf } from "../format/source-digests.ts";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { writeMask } from "../util/folder-modes.ts";
 import { replaceFolder } from "../util/replace-folder.ts";
-import { describeJudging, judgingInEffect, mergeJudging, type JudgingOptions } from "../replay/judge-settings.ts";
+import { describeJudging, judgingInEffect, mergeJudging, writeJudging, type JudgingOptions } from "../replay/judge-settings.ts";
+import type { JudgeSettings } from "../format/judge-file.ts";
 import { captureHeader, exportPlan, storedPointer, tritonArgs, type ExportFiles, type ExportPlan, type HsaDispatch, type TritonArg } from "./plan.ts";
 import { EXPORT_TEMPLATES } from "./templates.ts";
 import { dataDigests, digestTables } from "./digests.ts";
@@ -74,7 +75,7 @@ import { readmeContext, sayWhatShips, sourceChangeText, toolchainContext, type S
 export { assertExportableNames } from "./project-names.ts";
 /** The marker of an export folder (`--force` replaces only a folder that holds it), and the Triton script's data: src/format/file-names.ts. */
 export { EXPORT_FILE } from "../format/file-names.ts";
-import { EXPORT_FILE } from "../format/file-names.ts";
+import { EXPORT_FILE, JUDGE_FILE } from "../format/file-names.ts";
 export { EXPORT_FORMAT } from "./document.ts";
 import { EXPORT_FORMAT, exportDocument, pinnedOf } from "./document.ts";
 
@@ -185,6 +186,9 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
   try {
     markTemp(tmp);
     const { data, ptxFile, files, digests } = writeData(capDir, m, tmp, { params, image, plan, hsa });
+    // data/ holds the judging the programs apply, so that `kerncap replay data` (once accepted: data/ counts as received) judges as ./repro does (nu16 #8)
+    const judgeFile = writeJudging(join(tmp, "data"), judging.settings as JudgeSettings);
+    if (judgeFile) data.push({ path: `data/${JUDGE_FILE}`, bytes: statSync(judgeFile).size, shared: "copy" });
     const editable = copyProject(capDir, m, tmp, project.entries);
     for (const f of o.trustedFiles ?? []) if (existsSync(join(tmp, f.name))) writeFileSync(join(tmp, f.name), f.bytes);
     // a received capture's generated sources (CUDA's slice: unkeyed stamps) made anew, as validate does (adversary 50)

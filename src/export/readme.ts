@@ -91,6 +91,8 @@ export function readmeContext(
       .join(", "),
     notApplied: judging.notApplied.join(" "),
     dataShared: data.some((d) => d.shared === "reflink") ? "reflinked (copy-on-write clones of the capture's files)" : "copied",
+    // data/'s own settings file (written when the programs judge with any setting): the same judging for `kerncap replay data`
+    judgeFile: data.some((d) => d.path === "data/kerncap-judge.json") ? describeJudging(judging.settings) : "",
   };
 }
 

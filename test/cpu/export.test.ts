@@ -41,7 +41,7 @@ import { DOCUMENTS, jsonDocument } from "../../src/format/documents.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { RECEIVED_MARK } from "../../src/format/file-names.ts";
 import { kc64 } from "../../src/format/kc64.ts";
-import { acceptJudging, writeJudging } from "../../src/replay/judge-settings.ts";
+import { acceptJudging, readJudging, writeJudging } from "../../src/replay/judge-settings.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { deadPid, grepTree, PLANTED, plantPrivate, stderrOf, tempDir } from "./fixtures.ts";
@@ -745,6 +745,10 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
       "`./repro` judges as `kerncap replay` judges the capture folder, with the capture's judging settings (kerncap judge): rtol 0.01, multiset 2.",
     );
     expect(readme).toContain("compares every region within atol 0, rtol 0.01");
+    // data/ holds the same judging, for `kerncap replay data` once accepted (nu16 #8: data/ was judged bit-exact)
+    expect(readJudging(join(out, "data"))).toEqual({ rtol: 1e-2, multiset: ["2"] });
+    expect(r.data.map((d) => d.path)).toContain("data/kerncap-judge.json");
+    expect(readme).toContain("`data/kerncap-judge.json` holds the judging the programs apply");
     // the export's own option wins over the setting (as replay's do): no multiset here
     const own = join(out, "..", "own");
     expect(exportCapture(cap, own, { multiset: [], dtypes: { "2": "i32" } }).judging.settings).toEqual({ rtol: 1e-2, multiset: [], dtypes: { "2": "i32" } });
