@@ -19,7 +19,7 @@ import { replaceFolder } from "../util/replace-folder.ts";
 import { assertNotNested, assertReplaceable, readManifest, replaceableKind, verifyFiles, verifyRegionsAsync } from "./capture-dir.ts";
 import { checkWorkProblem, imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
-import { MANIFEST_FILE, parseManifest } from "./manifest.ts";
+import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
 import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
 import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, type CdEntry } from "./zip.ts";
 import { JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
@@ -330,11 +330,18 @@ export function unpackedMode(mode: number): number {
  *   E_INTERRUPTED (exit 130 SIGINT, 143 SIGTERM; the temp is removed)
  * `opts.onOpened`: given the fstat of the archive as opened (the file whose bytes are unpacked).
  */
-export async function unpackArchive(
-  archiveArg: string,
-  outArg: string | undefined,
-  opts: { force?: boolean; onProgress?: ArchiveProgress; onOpened?: (st: Stats) => void } = {},
-): Promise<UnpackResult> {
+/** unpackArchive's options. */
+export interface UnpackOptions {
+  /** Replace a capture at the destination (what it loses said first: src/format/force-losses.ts). */
+  force?: boolean;
+  onProgress?: ArchiveProgress;
+  /** The archive file as opened (its owner and mode, for a caller that holds them against it). */
+  onOpened?: (st: Stats) => void;
+  /** The files kerncap generates in a capture of manifest `m` (capture-relative: the CUDA slice src/…kerncap-slice.cu): made again, so never "your edits" that --force loses. */
+  generated?: (m: Manifest) => string[];
+}
+
+export async function unpackArchive(archiveArg: string, outArg: string | undefined, opts: UnpackOptions = {}): Promise<UnpackResult> {
   const stops = new StopSignals().install();
   try {
     return await unpack(archiveArg, outArg, opts, interruptCheck(stops, "unpack"));
@@ -343,12 +350,7 @@ export async function unpackArchive(
   }
 }
 
-async function unpack(
-  archiveArg: string,
-  outArg: string | undefined,
-  opts: { force?: boolean; onProgress?: ArchiveProgress; onOpened?: (st: Stats) => void },
-  tick: () => Promise<void>,
-): Promise<UnpackResult> {
+async function unpack(archiveArg: string, outArg: string | undefined, opts: UnpackOptions, tick: () => Promise<void>): Promise<UnpackResult> {
   const t0 = performance.now();
   const archive = resolve(archiveArg);
   if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
@@ -408,7 +410,7 @@ async function unpack(
       });
     }
     await tick(); // the last point before the rename: a signal until here leaves nothing
-    replaceWithTemp(t, dest, existed, idx, archive);
+    replaceWithTemp(t, dest, existed, idx, archive, opts.generated);
     return {
       archive,
       dir: dest,
@@ -557,7 +559,7 @@ async function writeFiles(
  * (src/util/replace-folder.ts: judged again there, never another folder swapped in at the name; what it loses warned of).
  * @throws KerncapError E_EXISTS, E_UNSAFE_PATH (the folder at `dest` was swapped for one that is no capture)
  */
-function replaceWithTemp(t: PrivateTemp, dest: string, existed: boolean, idx: PackIndex, archive: string): void {
+function replaceWithTemp(t: PrivateTemp, dest: string, existed: boolean, idx: PackIndex, archive: string, generated?: UnpackOptions["generated"]): void {
   const appeared = () =>
     new KerncapError("E_EXISTS", `${dest} appeared while unpacking (another kerncap writing there?); nothing was replaced`, {
       hint: "Unpack again (it then says whether --force may replace what is there), or choose another -o.",
@@ -579,7 +581,17 @@ function replaceWithTemp(t: PrivateTemp, dest: string, existed: boolean, idx: Pa
   if (!existed) throw appeared();
   replaceFolder(dest, {
     refuse: (old) => (replaceableKind(old) ? undefined : "not a kerncap capture nor an empty folder"),
-    before: (old) => sayWhatForceLoses(old, t.at, idx, dest),
+    before: (old) => sayWhatForceLoses(old, t.at, idx, dest, generatedIn(old, generated)),
     place,
   });
+}
+
+/** The generated files of the capture at `dir` (UnpackOptions.generated), none where its manifest does not read (a capture set, a damaged one). */
+function generatedIn(dir: string, generated: UnpackOptions["generated"]): string[] {
+  if (!generated) return [];
+  try {
+    return generated(readManifest(dir));
+  } catch {
+    return [];
+  }
 }

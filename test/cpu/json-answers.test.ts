@@ -76,6 +76,24 @@ describe("unpack over an existing capture (nu10 #8)", () => {
     expect(again.doc!.error.hint).toStartWith("To keep it and unpack a copy beside it, give another name: kerncap unpack cap.zip -o cap-copy2");
     expect(kc(root, "unpack", "cap.zip", "-o", "cap-copy2", "--json").code).toBe(0);
   });
+
+  test("--force names as lost neither kerncap's build/ outputs nor the slice it generates, and no 'then counts as received' for a folder unpacked already (nu16 #9)", () => {
+    const root = demoIn();
+    expect(kc(root, "pack", "cap", "-o", "cap.zip").code).toBe(0);
+    expect(kc(root, "unpack", "cap.zip", "-o", "theirs").code).toBe(0);
+    const src = join(root, "theirs/src/saxpy.cu");
+    writeFileSync(src, readFileSync(src, "utf8").replace("p->a * p->x.data[i]", "p->x.data[i] * p->a"));
+    // a build: build/ outputs, the slice made again from the edited TU (other bytes than the archive's)
+    expect(kc(root, "validate", "theirs", "--build-only", "--trust").code).toBe(0);
+    const refused = kc(root, "unpack", "cap.zip", "-o", "theirs", "--json");
+    expect(refused.doc!.error.hint).not.toContain("then counts as received");
+    const forced = kc(root, "unpack", "cap.zip", "-o", "theirs", "--force", "--json");
+    expect(forced.code).toBe(0);
+    const w = forced.doc!.warnings as string[];
+    expect(w.some((x) => x.includes("loses your edits") && x.includes("src/saxpy.cu"))).toBe(true);
+    expect(w.join("\n")).not.toContain("kerncap-slice");
+    expect(w.join("\n")).not.toContain("build/");
+  });
 });
 
 describe("judging settings in judge and inspect (nu10 #11, #28)", () => {

@@ -9,6 +9,7 @@ import { formatBytes, plural } from "../../util/format.ts";
 import { basename } from "node:path";
 import { archiveProgress } from "../format.ts";
 import { shellPath } from "../../util/shell-quote.ts";
+import { frontendOf } from "../../frontends/index.ts";
 
 export default defineCommand({
   meta: { name: "unpack", description: "Unpack a capture archive (from `kerncap pack`) into a capture folder and check it" },
@@ -36,6 +37,7 @@ export default defineCommand({
       r = await unpackArchive(String(args.file), args.out ? String(args.out) : undefined, {
         force: Boolean(args.force),
         onProgress: progress.update,
+        generated: (m) => (frontendOf(m).generatedSources?.(m) ?? []).map((rel) => `src/${rel}`),
       }).finally(progress.end);
       for (const w of r.warnings) log.warn(`noted at pack time: ${escapeForTerminal(w, { oneLine: true })}`); // the archive's text: one line each
     } finally {
