@@ -244,7 +244,7 @@ export function verifyFiles(dir: string, m: Manifest): void {
     }
     if (h !== f.sha256)
       throw new KerncapError("E_CHECKSUM", `checksum mismatch in ${f.path} (sha256 ${h.slice(0, 12)}…, expected ${f.sha256.slice(0, 12)}…)`, {
-        hint: "The file was altered after capture; capture again or restore it (kerncap replay --no-verify runs it anyway).",
+        hint: "The file was altered after capture: capture again, or restore it from a copy (only `kerncap replay --no-verify` runs it as it is, unchecked).",
       });
   }
   for (const [file, want, need] of [

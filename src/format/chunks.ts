@@ -198,7 +198,7 @@ function* checkOpened(dir: string, m: Manifest, images: Map<string, FileImage>, 
               "E_CHECKSUM",
               `checksum mismatch in ${file}: ${what}, chunk ${run.first + k} (bytes ${(run.first + k) * C}..${(run.first + k) * C + len} of the range, file offset ${off})`,
               {
-                hint: "The memory image was altered after capture; capture again (`kerncap replay --no-verify` replays it anyway, unchecked).",
+                hint: "The memory image was altered after capture: capture again, or restore it from a copy (only `kerncap replay --no-verify` replays it as it is, unchecked).",
               },
             );
           }

@@ -33,7 +33,7 @@ function kc(cwd: string, ...args: string[]) {
   } catch {
     doc = undefined;
   }
-  return { code: p.exitCode, doc, err, warns: err.split("\n").filter((l) => /^\[warn\]|\bWARN\b/.test(l)) };
+  return { code: p.exitCode, doc, out, err, warns: err.split("\n").filter((l) => /^\[warn\]|\bWARN\b/.test(l)) };
 }
 
 /** `doc` valid against its verb's schema (kerncap schema VERB). */
@@ -193,6 +193,10 @@ describe("inspect --verify of a damaged capture (nu10 #20)", () => {
     expect(r.doc!.schema).toBe("kerncap.inspect/1");
     expect(r.doc!.integrity.code).toBe("E_CHECKSUM");
     expect(r.err).toMatch(/(ERROR|\[error\]) +(\[kerncap\] +)?E_CHECKSUM: checksum mismatch in memory\/before.bin/);
+    // the text report ends with its integrity line, the damage said there too (nu16 #10: it ended at judging)
+    const text = kc(root, "inspect", "cap", "--verify");
+    expect(text.code).toBe(2);
+    expect(text.out).toMatch(/\nintegrity  DAMAGED: checksum mismatch in memory\/before.bin/);
   });
 });
 

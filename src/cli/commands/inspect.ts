@@ -1,5 +1,6 @@
 /** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
 import { defineCommand } from "citty";
+import { escapeForTerminal } from "../../escape.ts";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
 import { receivedReasons } from "../../format/received.ts";
 import { trustRecorded } from "../../format/trust.ts";
@@ -371,7 +372,11 @@ export default defineCommand({
       }
       return integrity.verdict === "ok" ? 0 : 2;
     }
-    if (integrity.verdict !== "ok") throw new KerncapError(integrity.code!, integrity.message!, { hint: integrity.hint ?? undefined });
+    // the report's own integrity line says it too, before the error (nu16 #10: the report ended at judging)
+    if (integrity.verdict !== "ok") {
+      printText(`integrity  DAMAGED: ${escapeForTerminal(integrity.message ?? "", { oneLine: true })}\n`);
+      throw new KerncapError(integrity.code!, integrity.message!, { hint: integrity.hint ?? undefined });
+    }
     printText(
       `integrity  ${args.verify ? "every checksum matches" : "files present, sizes and small files' SHA-256 match; memory chunks not checked (--verify checks them)"}\n`,
     );
