@@ -505,9 +505,14 @@ function refuseIncompleteTree(capture: string, c: Candidate, files: string[]): v
   if (missing.every((f) => have.has(`src/${f}`))) {
     // a folder holding an edited src/ (edits/a/src), not an edited src/ itself
     const where = c.path ?? c.label;
-    throw new KerncapError("E_CANDIDATE", `candidate ${where} holds a src/ folder: a candidate folder is an edited copy of src/ itself`, {
-      hint: `Give ${join(where, "src")} as the candidate (kerncap eval CAP edits/*/src for several).`,
-    });
+    // the fix in the message itself: a record's reason is what eval's table and an agent read, not the hint (nu16 #11)
+    throw new KerncapError(
+      "E_CANDIDATE",
+      `candidate ${where} holds a src/ folder: a candidate folder is an edited copy of src/ itself (give ${join(where, "src")})`,
+      {
+        hint: `Give ${join(where, "src")} as the candidate (kerncap eval CAP edits/*/src for several).`,
+      },
+    );
   }
   throw new KerncapError(
     "E_CANDIDATE",

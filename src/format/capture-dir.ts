@@ -14,6 +14,33 @@ import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./
 import { describeJsonError, JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
 import { capturePath, MANIFEST_MAX_BYTES, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
 
+/**
+ * The captures in folder `dir` and in its folders, two levels down at most (relative paths, sorted;
+ * each a folder holding kerncap.json, no link followed, at most 2000 entries looked at): what a
+ * folder of captures given where one capture is asked for holds.
+ */
+function capturesJustBelow(dir: string): string[] {
+  const found: string[] = [];
+  let budget = 2000;
+  const walk = (rel: string, depth: number) => {
+    let names: string[];
+    try {
+      names = readdirSync(join(dir, rel)).sort();
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      if (--budget < 0) return;
+      const r = rel ? `${rel}/${n}` : n;
+      if (!lstatSync(join(dir, r), { throwIfNoEntry: false })?.isDirectory()) continue;
+      if (lstatSync(join(dir, r, MANIFEST_FILE), { throwIfNoEntry: false })?.isFile()) found.push(r);
+      else if (depth < 2) walk(r, depth + 1);
+    }
+  };
+  walk("", 1);
+  return found;
+}
+
 /** SHA-256 (hex) of bytes, BoringSSL through Bun.CryptoHasher. */
 export function sha256(bytes: Uint8Array): string {
   return new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
@@ -171,9 +198,19 @@ export function readManifest(dir: string): Manifest {
     });
   if (!bytes) {
     const tmp = isTempName(dir);
-    throw new KerncapError("E_NOT_CAPTURE", `${dir} has no ${MANIFEST_FILE}: not a complete capture`, {
-      hint: tmp ? "This is the temporary folder of an interrupted capture; run the capture again." : "Give the folder that `kerncap run --out DIR` wrote.",
-    });
+    // a folder of captures (a corpus): name the ones in it (nu16 #11: "give the folder run wrote" named none)
+    const held = tmp ? [] : capturesJustBelow(dir);
+    throw new KerncapError(
+      "E_NOT_CAPTURE",
+      `${dir} has no ${MANIFEST_FILE}: not a complete capture${held.length ? `; it holds captures: ${held.slice(0, 6).join(", ")}${held.length > 6 ? ", …" : ""}` : ""}`,
+      {
+        hint: tmp
+          ? "This is the temporary folder of an interrupted capture; run the capture again."
+          : held.length
+            ? `Give one of them (e.g. ${shellPath(join(dir, held[0]!))}); kerncap check and kerncap clean take the whole folder.`
+            : "Give the folder that `kerncap run --out DIR` wrote.",
+      },
+    );
   }
   const text = bytes.toString("utf8");
   const depth = jsonDepth(text);

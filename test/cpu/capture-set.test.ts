@@ -86,3 +86,17 @@ test("eval's inputs: a folder given twice is refused before any capture is opene
   expect(past.code).toBe("E_USAGE");
   expect(past.message).toContain(`more than ${EVAL_INPUTS_MAX} captures`);
 });
+
+test("a folder of captures (a corpus, no index): readManifest names those it holds, two levels down, and says check and clean take it whole (nu16 #11)", () => {
+  const d = tempDir();
+  for (const c of ["modelA/s1", "modelA/s2", "b"]) {
+    mkdirSync(join(d, c), { recursive: true });
+    writeFileSync(join(d, c, "kerncap.json"), "{}");
+  }
+  mkdirSync(join(d, "empty"));
+  const e = err(() => readManifest(d));
+  expect(e.code).toBe("E_NOT_CAPTURE");
+  expect(e.message).toContain("not a complete capture; it holds captures: b, modelA/s1, modelA/s2");
+  expect(e.hint).toContain(`Give one of them (e.g. ${join(d, "b")}); kerncap check and kerncap clean take the whole folder.`);
+  expect(err(() => readManifest(join(d, "empty"))).hint).toBe("Give the folder that `kerncap run --out DIR` wrote.");
+});

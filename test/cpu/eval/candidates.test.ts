@@ -70,7 +70,9 @@ test("a replacement file that names no file of src/ and a folder without the TU:
   writeFileSync(join(d, "holder/src/kernel.cu"), "__global__ void scale(float* x, int n) {}\n");
   const holder = await materialise(cap, parseCandidate(join(d, "holder")), join(d, "copy4")).catch((e) => e);
   expect(holder).toMatchObject({ code: "E_CANDIDATE" });
-  expect(holder.message).toBe(`candidate ${join(d, "holder")} holds a src/ folder: a candidate folder is an edited copy of src/ itself`);
+  expect(holder.message).toBe(
+    `candidate ${join(d, "holder")} holds a src/ folder: a candidate folder is an edited copy of src/ itself (give ${join(d, "holder", "src")})`,
+  );
   expect(holder.hint).toContain(`Give ${join(d, "holder", "src")} as the candidate`);
   // a folder with the TU but not the header: built (the compiler names the header)
   mkdirSync(join(d, "tu-only"));
