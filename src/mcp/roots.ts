@@ -136,9 +136,10 @@ export function confineToolDir(d: string, roots: string[] | undefined, cwd = pro
   if (!ok) {
     throw new KerncapError(
       "E_NOT_CAPTURE",
-      `${JSON.stringify(d)} is not a capture folder under the folders this server was started for${roots ? ` (${roots.join(", ")})` : ""}`,
+      `${JSON.stringify(d)} names no capture folder under the folders this server was started for${roots ? ` (${roots.join(", ")})` : ""}`,
       {
-        hint: "Give a capture folder (written by kerncap run) inside the server's --root folders (default: the folder `kerncap mcp` started in).",
+        // one message whether the name is missing, a file, a folder or outside the roots: no oracle of what exists (nu16 #15 read it as "the roots are wrong")
+        hint: "Give a capture folder (written by kerncap run) by its path inside the server's --root folders (default: the folder `kerncap mcp` started in); whether nothing is there, or something that is no capture, is not told.",
       },
     );
   }

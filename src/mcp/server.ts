@@ -266,9 +266,15 @@ async function handleCall(
   const stray = Object.keys(req.params.arguments ?? {}).find((k) => !Object.hasOwn(entries, k) && k in entries);
   if (stray !== undefined)
     return errorResult(
-      new KerncapError("E_USAGE", `bad arguments for ${name}: unknown argument ${JSON.stringify(stray)}; the tool takes: ${Object.keys(entries).join(", ")}`, {
-        hint: "See the tool's inputSchema (tools/list).",
-      }),
+      new KerncapError(
+        "E_USAGE",
+        `bad arguments for ${name}: unknown argument ${JSON.stringify(stray)}; the tool takes: ${Object.keys(entries)
+          .filter((k) => !DEPRECATED_ARGUMENTS.has(k))
+          .join(", ")}`,
+        {
+          hint: "See the tool's inputSchema (tools/list).",
+        },
+      ),
     );
   const parsed = v.safeParse(input, req.params.arguments ?? {});
   if (!parsed.success) {
@@ -294,9 +300,15 @@ async function handleCall(
       }),
     );
   try {
-    if (typeof a.dir === "string")
+    if (typeof a.dir === "string") {
       for (const d of new Set([a.dir, ...((a.inputs as string[] | undefined) ?? [])]))
         confineToolDir(d, trust.roots, typeof a.cwd === "string" ? a.cwd : undefined);
+      // the folders by their absolute paths from here on: a command the child's answer offers (a trust refusal's
+      // `kerncap validate DIR --trust=…`) then names them wherever the user pastes it (nu16 #15: relative to the server's folder)
+      const from = typeof a.cwd === "string" ? a.cwd : process.cwd();
+      a.dir = resolve(from, a.dir);
+      if (Array.isArray(a.inputs)) a.inputs = (a.inputs as string[]).map((d) => resolve(from, d));
+    }
     if (name === "run" || name === "list") confineCwd(a.cwd as string | undefined, trust.roots); // the application's working folder: under the roots too
     if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
     // the file tools' answers are large (read_file: up to 4 MiB twice): made one at a time, each once the
@@ -318,6 +330,9 @@ async function handleCall(
     return errorResult(e);
   }
 }
+
+/** Arguments kept for old clients that the list of what a tool takes leaves out (validate's, build's and profile's `force`: allowVersionMismatch). */
+const DEPRECATED_ARGUMENTS = new Set(["force"]);
 
 /**
  * JSON-RPC 2.0 §5.1: a line that is not JSON gets a -32700 Parse error reply (id null), a JSON

@@ -23,7 +23,7 @@ import {
   truncateSync,
   writeFileSync,
 } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { packCapture, unpackArchive } from "../../src/format/archive.ts";
@@ -457,7 +457,11 @@ describe("received captures: build.sh runs only after --trust", () => {
     const c = await mcp(false);
     const script = readFileSync(join(dir, "build.sh"), "utf8");
     // (profile's build gets the same message, after its ncu check: not seen on a machine without ncu)
-    for (const [name, args, command] of [["tune", { dir, define: ["A=1"] }, `kerncap tune ${dir} --trust=`]] as const) {
+    // a dir given relative to the server's folder: the command offered names it by its absolute path (nu16 #15)
+    for (const [name, args, command] of [
+      ["tune", { dir, define: ["A=1"] }, `kerncap tune ${dir} --trust=`],
+      ["tune", { dir: relative(process.cwd(), dir), define: ["A=1"] }, `kerncap tune ${dir} --trust=`],
+    ] as const) {
       const e = doc(await c.callTool({ name, arguments: args })).error;
       expect(e.code, name).toBe("E_UNTRUSTED");
       expect(e.message).not.toContain("printed above");
