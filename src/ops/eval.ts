@@ -12,8 +12,8 @@ import { isKerncapError, KerncapError } from "../errors.ts";
 import { evalCandidates, type EvalOptions } from "../eval/eval.ts";
 import { probeGpu } from "../native/libcuda.ts";
 import type { EvalReport } from "../eval/report.ts";
-import { shellPath, shellQuote } from "../util/shell-quote.ts";
-import { refuseUntrustedSource, requireTrustedBuild, requireTrustedCopy } from "./gates.ts";
+import { shellPath } from "../util/shell-quote.ts";
+import { commandAgain, refuseUntrustedSource, requireTrustedBuild, requireTrustedCopy } from "./gates.ts";
 
 /**
  * Run an evaluation (src/eval/eval.ts evalCandidates) behind its gates; `requireGpu` (eval
@@ -43,7 +43,7 @@ export async function runEval(o: EvalOptions & { requireGpu?: boolean }): Promis
     // no eval command line), validate --build-only with the digest, which remembers the trust for the folder.
     // The files the build runs are carried in the message only where an agent reads it (confined: kerncap mcp),
     // else shown on stderr above the error, as validate shows them (the --json document: error.details.trust)
-    const again = o.confine ? undefined : evalCommandAgain();
+    const again = o.confine ? undefined : commandAgain("eval");
     requireTrustedBuild(dir, m, o.trust, {
       command: again ?? `kerncap validate ${shellPath(dir)} --build-only`,
       inMessage: o.confine ?? false,
@@ -51,12 +51,4 @@ export async function runEval(o: EvalOptions & { requireGpu?: boolean }): Promis
     });
     return (copy, c) => requireTrustedCopy(dir, copy, m, o.trust, { name: `candidate ${c.label}`, inMessage: o.confine ?? false });
   });
-}
-
-/** This process's `kerncap eval …` command line as a person types it, without its --trust words; undefined where this process runs no eval verb (a test, kerncap mcp's server). */
-function evalCommandAgain(): string | undefined {
-  const argv = process.argv.slice(2);
-  if (argv[0] !== "eval") return undefined;
-  const rest = argv.filter((w) => w !== "--trust" && !w.startsWith("--trust="));
-  return ["kerncap", ...rest.map(shellQuote)].join(" ");
 }

@@ -7,6 +7,7 @@
  * (test/cpu/ops.test.ts), so a new caller of a verb's workflow cannot leave one out.
  */
 import { KerncapError } from "../errors.ts";
+import { shellQuote } from "../util/shell-quote.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { requireRenderedBuild, trustChangedBuild } from "../format/rendered.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
@@ -37,4 +38,16 @@ export function refuseUntrustedSource(m: Manifest, o: { confine?: boolean; trust
 /** The trust gate as a BuildGate (src/rebuild/gate.ts) for a library function that calls it where its build is about to start. */
 export function trustGate(dir: string, m: Manifest, trust: boolean | string, o: Parameters<typeof requireTrustedBuild>[3] = {}): BuildGate {
   return () => requireTrustedBuild(dir, m, trust, o);
+}
+
+/**
+ * This process's `kerncap VERB …` command line as a person types it, without its --trust words
+ * (what a trust refusal offers with `--trust=DIGEST` added: the same command, every option kept);
+ * undefined where this process runs no such verb (a test, kerncap mcp's server).
+ */
+export function commandAgain(verb: string): string | undefined {
+  const argv = process.argv.slice(2);
+  if (argv[0] !== verb) return undefined;
+  const rest = argv.filter((w) => w !== "--trust" && !w.startsWith("--trust="));
+  return ["kerncap", ...rest.map(shellQuote)].join(" ");
 }

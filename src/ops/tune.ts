@@ -18,7 +18,7 @@ import type { TuneResult, TuneSweepOptions } from "../frontends/tune.ts";
 import { withAslrRetry } from "../replay/aslr.ts";
 import { checkMultiset } from "../replay/tolerance-plan.ts";
 import { tuneEvaluator } from "../tune/evaluate.ts";
-import { requireRenderedBuild, trustGate } from "./gates.ts";
+import { commandAgain, requireRenderedBuild, trustGate } from "./gates.ts";
 
 /** Every option of `kerncap tune`, every frontend's (src/frontends/tune.ts), but the gate and eval's machinery, which are this workflow's. */
 export type TuneOptions = Omit<TuneSweepOptions, "gate" | "evaluate">;
@@ -34,7 +34,11 @@ export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResu
   if (o.confine) requireRenderedBuild(dir, m, "tune"); // confined: only the build kerncap wrote, before anything of the capture runs
   // each config's build runs the capture's build.sh (Triton: imports its Python under src/ with pinned.json's interpreter): code, as validate's build is
   // confined (kerncap mcp): the refusal carries what would run, for an agent that reads the error document, not stderr
-  const gate = trustGate(dir, m, o.trust ?? false, { command: `kerncap tune ${shellPath(dir)}`, inMessage: o.confine ?? false });
+  // the tune's own command line, every option kept (a refusal named `kerncap tune DIR` alone: adversary 66's lead)
+  const gate = trustGate(dir, m, o.trust ?? false, {
+    command: (o.confine ? undefined : commandAgain("tune")) ?? `kerncap tune ${shellPath(dir)}`,
+    inMessage: o.confine ?? false,
+  });
   if (fe.tune) return fe.tune.run(dir, { ...o, gate, evaluate: tuneEvaluator() });
   const tunable = frontends()
     .filter((f) => f.tune)

@@ -442,5 +442,18 @@ describe.skipIf(!NVCC)("tune --build-only", () => {
     expect(existsSync(join(dir, "..", "r.html"))).toBe(false);
 
     expect(TOOLS.tune.argv({ dir: "d", buildOnly: true })).toContain("--build-only");
+
+    // a received capture: the refusal offers the tune's own command line, every option kept, with the digest
+    const packed = join(dir, "..", "cap.zip");
+    expect(kerncap(["pack", dir, "-o", packed], env).exitCode).toBe(0);
+    const theirs = join(dir, "..", "theirs");
+    expect(kerncap(["unpack", packed, "-o", theirs], env).exitCode).toBe(0);
+    const refused = kerncap(["tune", theirs, "--build-only", "--maxrregcount", "16", "--json"], env);
+    expect(refused.exitCode).toBe(2);
+    const e = JSON.parse(refused.stdout.toString()).error;
+    expect(e.code).toBe("E_UNTRUSTED");
+    expect(e.details.trust.command).toMatch(
+      new RegExp(`^kerncap tune ${theirs.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} --build-only --maxrregcount 16 --json --trust=[0-9a-f]{64}$`),
+    );
   }, 120_000);
 });
