@@ -72,3 +72,24 @@ export function demangledNames(names: string[]): string[] {
   const by = new Map(mangled.map((n, i) => [n, out[i]?.trim() || n]));
   return names.map((n) => by.get(n) ?? n);
 }
+
+/**
+ * Whether `defined` (the rebuilt module's kernels, demangled, as E_KERNEL_NOT_FOUND's hint lists
+ * them: "scale(float*, long) (_Z5scalePfl), …") holds the captured kernel `demangled` under another
+ * parameter list: the same text before its parameter list (name, template arguments, return type).
+ */
+export function sameKernelOtherParams(demangled: string, defined: string): boolean {
+  if (!demangled.endsWith(")")) return false;
+  let depth = 0;
+  let open = -1;
+  for (let i = demangled.length - 1; i >= 0; i--) {
+    if (demangled[i] === ")") depth++;
+    else if (demangled[i] === "(" && --depth === 0) {
+      open = i;
+      break;
+    }
+  }
+  if (open <= 0) return false;
+  const head = demangled.slice(0, open + 1);
+  return defined.startsWith(head) || defined.includes(`, ${head}`);
+}

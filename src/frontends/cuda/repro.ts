@@ -32,7 +32,7 @@ import { dependencyArgv, findNvcc, parseDeps } from "./nvcc.ts";
 import { planSliceMeta, projectHeaders, sliceText, type SliceMeta } from "./slice.ts";
 import { flagDefinesIn, includeLeadingTo } from "./slice-directives.ts";
 import type { SliceContext } from "./slice-lookup.ts";
-import { demangledNames } from "./kernel-name.ts";
+import { demangledNames, sameKernelOtherParams } from "./kernel-name.ts";
 
 // ───────────────────────────── header closure ─────────────────────────────
 
@@ -489,27 +489,6 @@ export function checkRebuiltModule(modulePath: string, m: Pick<Manifest, "kernel
       hint: "The replay passes the captured parameter bytes unchanged: keep the parameter list (types, order, struct layouts) as captured.",
     });
   }
-}
-
-/**
- * Whether `defined` (the rebuilt module's kernels, demangled, as E_KERNEL_NOT_FOUND's hint lists
- * them: "scale(float*, long) (_Z5scalePfl), …") holds the captured kernel `demangled` under another
- * parameter list: the same text before its parameter list (name, template arguments, return type).
- */
-export function sameKernelOtherParams(demangled: string, defined: string): boolean {
-  if (!demangled.endsWith(")")) return false;
-  let depth = 0;
-  let open = -1;
-  for (let i = demangled.length - 1; i >= 0; i--) {
-    if (demangled[i] === ")") depth++;
-    else if (demangled[i] === "(" && --depth === 0) {
-      open = i;
-      break;
-    }
-  }
-  if (open <= 0) return false;
-  const head = demangled.slice(0, open + 1);
-  return defined.startsWith(head) || defined.includes(`, ${head}`);
 }
 
 /** A failed build.sh's E_RDC: an -rdc device link that found device functions no file of the reproducer defines (nvlink's "Undefined reference" lines). */
