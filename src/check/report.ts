@@ -53,12 +53,18 @@ function noGpuParts(r: CheckRecord): { before: string; message: string } | undef
   return i < 0 ? { before: "", message: r.reason } : { before: r.reason.slice(0, i + NOT_REPLAYED.length), message: r.reason.slice(i + NOT_REPLAYED.length) };
 }
 
+/** The short words a row gives a received capture's refusal (its record's reason, a paragraph naming the files and their digest, said once in the record and the JUnit element). */
+const UNTRUSTED_WORDS = "received: its build runs only after --trust (the record's reason names what it runs and its digest) (E_UNTRUSTED)";
+
 /**
  * A row's reason where it is not the record's whole one: a capture not replayed for want of a GPU
  * says "no GPU (E_NO_GPU)" (after its --rebuild's build, when there was one), the machine's message
- * being the same on every row (noGpuLines says it once); undefined for any other record.
+ * being the same on every row (noGpuLines says it once); a received capture's refusal its short
+ * words (nu16 #14: a 600-character paragraph four times over: the progress line, the table, twice
+ * in the JUnit); undefined for any other record.
  */
 export function rowReason(r: CheckRecord): string | undefined {
+  if (r.status === "error" && r.code === "E_UNTRUSTED") return UNTRUSTED_WORDS;
   const p = noGpuParts(r);
   return p && `${p.before}${NO_GPU_WORDS}`;
 }

@@ -342,6 +342,17 @@ describe("the end of a check with errors", () => {
     expect(recordLine(rs[2]!)).toEndWith("c/c  k — kernel/params.bin: checksum mismatch"); // another error keeps its reason
     expect(summaryTable([rs[2]!], 0)).not.toContain("no GPU here");
   });
+  test("a received capture's refusal: each row (progress line, table, JUnit message) its short words, the whole reason once in the record and the JUnit element (nu16 #14)", () => {
+    const long = `c/r is a received capture (it was unpacked from an archive): what its build runs (build.sh: printed on stderr; the digest of all of it: sha256 ${"a".repeat(64)}) and what it compiles would run with your rights, so kerncap runs it only once you pass --trust`;
+    const r = record("c/r", "error", { code: "E_UNTRUSTED", reason: long, kernel: "k" });
+    expect(recordLine(r)).toEndWith(
+      "c/r  k — received: its build runs only after --trust (the record's reason names what it runs and its digest) (E_UNTRUSTED)",
+    );
+    expect(summaryTable([r], 0)).not.toContain("is a received capture");
+    const xml = junitXml([r], { seconds: 1 });
+    expect(xml.split("is a received capture").length - 1).toBe(1); // the element's text, not the message attribute too
+    expect(xml).toContain('message="received: its build runs only after --trust');
+  });
   test("errors counted by code, most first, each with its next step: E_NO_GPU → the GPU's machine and --resume; E_CHECKSUM → capture again or restore; E_UNTRUSTED → --trust; others → the code's hint", () => {
     const six = [...["a", "b", "c", "d", "e"].map((x) => rec(`m2/${x}`, "error", "E_NO_GPU")), rec("m2/broken", "error", "E_CHECKSUM")];
     const { line, steps } = errorSummary(six, "run");
