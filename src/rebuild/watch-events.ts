@@ -140,7 +140,8 @@ export function watchLine(e: WatchEvent): string {
     .split("\n")
     .map((l) => `  ${l}`)
     .join("\n");
-  return `[${clock(e.at)}] ${head}${build}  save→verdict ${sec(e.saveToVerdictSeconds)}${e.reopened ? "  (kernel fault: memory restored in a new context)" : ""}${where(e.files)}\n${body}${e.hint ? `\n  ${e.hint}` : ""}`;
+  // what the save came to is an error here, said as such (nu16 #12: "save→verdict" on a build error, "save→built" on a build)
+  return `[${clock(e.at)}] ${head}${build}  save→error ${sec(e.saveToVerdictSeconds)}${e.reopened ? "  (kernel fault: memory restored in a new context)" : ""}${where(e.files)}\n${body}${e.hint ? `\n  ${e.hint}` : ""}`;
 }
 
 /** The verdict event of a replay result. */

@@ -245,10 +245,10 @@ describe("watch lines", () => {
       saveToVerdictSeconds: 1.06,
     };
     const l = watchLine(e).split("\n");
-    expect(l[0]).toBe("[12:34:56] BUILD ERROR  build 0.90 s  save→verdict 1.06 s  (structs.cu)");
+    expect(l[0]).toBe("[12:34:56] BUILD ERROR  build 0.90 s  save→error 1.06 s  (structs.cu)");
     expect(l[2]).toBe('  src/structs.cu(28): error: identifier "not_declared" is undefined');
     const r = watchLine({ ...e, event: "error", code: "E_CUDA", message: "cuCtxSynchronize failed", hint: null, reopened: true, buildSeconds: null });
-    expect(r.split("\n")[0]).toBe("[12:34:56] ERROR E_CUDA  save→verdict 1.06 s  (kernel fault: memory restored in a new context)  (structs.cu)");
+    expect(r.split("\n")[0]).toBe("[12:34:56] ERROR E_CUDA  save→error 1.06 s  (kernel fault: memory restored in a new context)  (structs.cu)");
   });
   test("--json: one document per line with its schema id, valid against kerncap.validate-watch/1", () => {
     for (const e of [
