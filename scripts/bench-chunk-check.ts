@@ -44,7 +44,9 @@ try {
   m.memory.before = file;
   m.memory.storedBeforeBytes = n * C;
   m.memory.storedAfterBytes = 0;
-  m.regions = [{ ...m.regions[0]!, va: "0x7f0000000000", size: n * C, before: { extents: [[0, n, 0]], hashes: hashes.join("") }, after: { extents: [], hashes: "" } }];
+  m.regions = [
+    { ...m.regions[0]!, va: "0x7f0000000000", size: n * C, before: { extents: [[0, n, 0]], hashes: hashes.join("") }, after: { extents: [], hashes: "" } },
+  ];
   m.globals = [];
 
   let t = performance.now();
