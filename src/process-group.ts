@@ -115,15 +115,19 @@ export function endWithParent(parentPid: number, everyMs = 500): void {
  * 65 02: a backtracking regex over a build's messages held a tool child for minutes after its server's
  * kill -9, orphaned): a small shell beside it reads this process's parent from /proc every second and,
  * once it is no longer `parentPid`, sends SIGTERM, then SIGKILL 5 s later if the process is still
- * there (its handler could not run). It ends with this process. Linux only (/proc); elsewhere, and
- * where sh cannot start, the timer alone.
+ * there (its handler could not run), each only while the pid is still this process (its start
+ * time unchanged: a pid taken again is left alone). It ends with this process. Linux only (/proc);
+ * elsewhere, and where sh cannot start, the timer alone.
  */
 function watchParentOutsideLoop(parentPid: number): void {
   if (!existsSync(`/proc/${process.pid}/status`)) return;
+  // each signal only while /proc/$c is still this process: its start time (stat's field 22, read after the
+  // command name's closing parenthesis) as first read; a pid taken again by another process is left alone (adversary 66's lead)
   const script =
     'p=$1; c=$2; ppid() { sed -n "s/^PPid:[[:space:]]*//p" "/proc/$c/status" 2>/dev/null; }; ' +
-    'while [ "$(ppid)" = "$p" ]; do sleep 1; done; [ -e "/proc/$c" ] || exit 0; ' +
-    'kill -TERM "$c" 2>/dev/null; sleep 5; kill -KILL "$c" 2>/dev/null; exit 0';
+    'st() { sed "s/.*) //" "/proc/$c/stat" 2>/dev/null | cut -d" " -f20; }; s0=$(st); [ -n "$s0" ] || exit 0; ' +
+    'while [ "$(ppid)" = "$p" ]; do sleep 1; done; [ "$(st)" = "$s0" ] || exit 0; ' +
+    'kill -TERM "$c" 2>/dev/null; sleep 5; [ "$(st)" = "$s0" ] || exit 0; kill -KILL "$c" 2>/dev/null; exit 0';
   try {
     const w = Bun.spawn(["sh", "-c", script, "sh", String(parentPid), String(process.pid)], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
     w.unref();
