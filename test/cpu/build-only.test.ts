@@ -426,6 +426,8 @@ describe.skipIf(!NVCC)("tune --build-only", () => {
     const capped = doc.rows.find((r: { config: { defines: Record<string, string> } }) => r.config.defines.BROKEN === "0");
     expect(capped).toMatchObject({ verdict: "built" });
     expect(capped.registers).toBeLessThanOrEqual(16);
+    // below ptxas's floor for sm_90 (24): what ptxas did is the row's note (nu16 #16: it built quietly)
+    expect(capped.note).toContain("ptxas raised -maxrregcount 16 to its floor of 24 registers for this architecture");
     const broken = doc.rows.find((r: { config: { defines: Record<string, string> } }) => r.config.defines.BROKEN === "1");
     expect(broken).toMatchObject({ verdict: "compile-error" });
     expect(broken.error).toContain("broken on purpose");

@@ -169,6 +169,8 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
   // each built module's kernel code digest, taken as it is built: under --confine (kerncap mcp) a config's build folder
   // is removed once it is judged (src/eval/copies.ts: the disk a tune takes is bounded by the builds at once)
   const codes: (string | null)[] = [];
+  // ptxas's own word where a -maxrregcount was below its floor for the architecture (it built with the floor)
+  const floors: (string | undefined)[] = [];
   const e = await o
     .evaluate(dir, items, {
       ...o,
@@ -179,6 +181,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
           log.warn(`${label}: does not build: ${x.error.split("\n").slice(0, 6).join("\n  ")}`);
         } else {
           codes[i] = kernelCodeSha256(x.module, m);
+          floors[i] = registerFloor(x.module);
           log.info(`${label}: built (${x.registers ?? "?"} registers/thread, ${x.seconds.toFixed(1)} s)`);
         }
         if (++ended === configs.length) log.info(`${configs.length} builds in ${((performance.now() - t0) / 1000).toFixed(1)} s (${failed} failed)`);
@@ -195,6 +198,7 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     // a macro the source defines without #ifndef (or never reads) leaves the kernel as it was: said, so that an equal time is not read as a finding
     if (i > 0 && b && !("error" in b) && plainBuilt && !("error" in plainBuilt) && codes[i] && codes[i] === codes[0])
       row.note = "the kernel's machine code is build.sh's: the flags change nothing in it";
+    if (floors[i]) row.note = row.note ? `${floors[i]}; ${row.note}` : floors[i]; // nu16 #16: -maxrregcount 8 built quietly with 24
     rows.push(row);
   }
   const winner = pickWinner(rows) ?? null;
@@ -211,6 +215,22 @@ export async function tuneCuda(dirArg: string, o: CudaTuneOptions): Promise<Tune
     ...(warnings.length ? { warnings } : {}),
     ...(o.buildOnly ? { buildOnly: true as const } : {}),
   };
+}
+
+/**
+ * What ptxas said of a -maxrregcount below its floor in the build that made `module` (its log,
+ * slice-build.log beside it: "ptxas warning : For profile sm_90 adjusting per thread register count
+ * of 8 to lower bound of 24"), as a row's note, or undefined (no such line, no log, a log past 1 MiB).
+ */
+export function registerFloor(module: string): string | undefined {
+  let text: string;
+  try {
+    text = readInCapture(dirname(module), "slice-build.log", 1 << 20)?.toString("utf8") ?? "";
+  } catch {
+    return undefined;
+  }
+  const w = /adjusting per thread register count of (\d+) to lower bound of (\d+)/.exec(text);
+  return w ? `ptxas raised -maxrregcount ${w[1]} to its floor of ${w[2]} registers for this architecture` : undefined;
 }
 
 /**
