@@ -47,12 +47,12 @@ import { KerncapError } from "../errors.ts";
 import { sharedParentRisk } from "../cache.ts";
 import { assertOutputPath } from "../format/archive.ts";
 import { openCapture, verifyFiles, verifyRegions } from "../format/capture-dir.ts";
-import { FileImage, PIECE_BYTES } from "../format/file-image.ts";
-import { dataExtents, writeSparse } from "../format/sparse-extents.ts";
+import { openImageInCapture, PIECE_BYTES } from "../format/file-image.ts";
+import { dataExtentsOfFd, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
 import { shippedManifestOf } from "../format/redact.ts";
-import { capturePath, readCaptureBytes, refuseExisting, resolveInCapture } from "../format/paths.ts";
+import { capturePath, openInCapture, readCaptureBytes, refuseExisting, resolveInCapture } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { remakeGeneratedSources } from "../frontends/build.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
@@ -399,41 +399,53 @@ function checkOutputAgain(out: string, force: boolean): void {
 /**
  * Share one capture file into the export: a reflink (FICLONE: the same blocks, copy-on-write)
  * where the file system can, else a copy, sparse where the source is (its data extents only). The
- * source is checked by the capture path rule first.
+ * source is opened once by the capture path rule (src/format/paths.ts openInCapture: no link
+ * followed, O_NONBLOCK, the file its check saw) and every copy made from that descriptor (through
+ * /proc/self/fd/N, which names the file opened whatever is at its name now): a link or FIFO renamed
+ * over it during the export is never opened (adversary 67: another user's link put the exporter's
+ * private file into the export; a FIFO hung it).
+ * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO, a swap), E_CHECKSUM (the file gone)
  */
 function shareFile(capDir: string, rel: string, dest: string): "reflink" | "copy" {
-  const src = capturePath(capDir, rel);
+  const opened = openInCapture(capDir, rel, Number.MAX_SAFE_INTEGER);
+  if (!opened)
+    throw new KerncapError("E_CHECKSUM", `${rel} is missing from ${capDir} (it was there when the export began)`, {
+      hint: "Capture again; the folder changed.",
+    });
+  const src = `/proc/self/fd/${opened.fd}`;
   mkdirSync(dirname(dest), { recursive: true });
   try {
-    copyFileSync(src, dest, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE_FORCE);
-    return "reflink";
-  } catch {
-    rmSync(dest, { force: true });
-  }
-  const { size, extents, sparse } = dataExtents(src);
-  if (!sparse) {
-    copyFileSync(src, dest, constants.COPYFILE_EXCL);
-    return "copy";
-  }
-  // a sparse memory image stays sparse: only its data extents are copied, the holes left unwritten
-  const from = openSync(src, constants.O_RDONLY | constants.O_NOFOLLOW);
-  const to = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
-  try {
-    const buf = new Uint8Array(Math.min(PIECE_BYTES, size));
-    for (const [off, len] of extents) {
-      for (let done = 0; done < len; ) {
-        const n = readSync(from, buf, 0, Math.min(buf.length, len - done), off + done);
-        if (n <= 0) break; // shrunk while read: the export's data checks would say so
-        writeSparse(to, buf.subarray(0, n), off + done);
-        done += n;
-      }
+    try {
+      copyFileSync(src, dest, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE_FORCE);
+      return "reflink";
+    } catch {
+      rmSync(dest, { force: true });
     }
-    ftruncateSync(to, size);
+    const { size, extents, sparse } = dataExtentsOfFd(opened.fd);
+    if (!sparse) {
+      copyFileSync(src, dest, constants.COPYFILE_EXCL);
+      return "copy";
+    }
+    // a sparse memory image stays sparse: only its data extents are copied, the holes left unwritten
+    const to = openSync(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+    try {
+      const buf = new Uint8Array(Math.min(PIECE_BYTES, size));
+      for (const [off, len] of extents) {
+        for (let done = 0; done < len; ) {
+          const n = readSync(opened.fd, buf, 0, Math.min(buf.length, len - done), off + done);
+          if (n <= 0) break; // shrunk while read: the export's data checks would say so
+          writeSparse(to, buf.subarray(0, n), off + done);
+          done += n;
+        }
+      }
+      ftruncateSync(to, size);
+    } finally {
+      closeSync(to);
+    }
+    return "copy";
   } finally {
-    closeSync(from);
-    closeSync(to);
+    closeSync(opened.fd);
   }
-  return "copy";
 }
 
 /** data/: the manifest, every file it lists (files[]) and both memory images, as the capture has them. */
@@ -518,7 +530,17 @@ function copyProject(capDir: string, m: Manifest, tmp: string, plan: readonly Pr
       mkdirSync(join(tmp, e.rel), { recursive: true });
       continue;
     }
-    copyFileSync(capturePath(capDir, e.rel), join(tmp, e.rel), constants.COPYFILE_EXCL);
+    // from one descriptor opened by the capture path rule, as shareFile copies (adversary 67)
+    const opened = openInCapture(capDir, e.rel, Number.MAX_SAFE_INTEGER);
+    if (!opened)
+      throw new KerncapError("E_UNSAFE_PATH", `${e.rel} left ${capDir} while the export copied it`, {
+        hint: "Another process is changing the folder: export a copy only you can write.",
+      });
+    try {
+      copyFileSync(`/proc/self/fd/${opened.fd}`, join(tmp, e.rel), constants.COPYFILE_EXCL);
+    } finally {
+      closeSync(opened.fd);
+    }
     chmodSync(join(tmp, e.rel), e.mode);
     copied.push(e.rel);
   }
@@ -541,12 +563,17 @@ export interface TritonPart {
 /** The Triton script's arguments and whether the kernel may follow pointers stored in memory. */
 function tritonPart(capDir: string, m: Manifest, params: Uint8Array, plan: ExportPlan): TritonPart {
   const args = tritonArgs(m, params, plan.regions);
-  const before = new FileImage(capturePath(capDir, m.memory.before));
+  const before = openImageInCapture(capDir, m.memory.before); // one descriptor, never the name again
   const byVa = new Map(m.regions.map((r) => [BigInt(r.va), r]));
-  const hit = storedPointer(plan.regions, function* (ri) {
-    const r = byVa.get(plan.regions[ri]!.va)!;
-    for (const run of runs(r, r.before, m.memory.chunkBytes)) yield { offset: run.vaOffset, bytes: before.view(run.fileOffset, run.bytes) };
-  });
+  let hit: ReturnType<typeof storedPointer>;
+  try {
+    hit = storedPointer(plan.regions, function* (ri) {
+      const r = byVa.get(plan.regions[ri]!.va)!;
+      for (const run of runs(r, r.before, m.memory.chunkBytes)) yield { offset: run.vaOffset, bytes: before.view(run.fileOffset, run.bytes) };
+    });
+  } finally {
+    before.close();
+  }
   return { args, storedPointer: hit ? { region: `0x${plan.regions[hit.region]!.va.toString(16)}`, offset: hit.offset, va: hit.va } : null };
 }
 

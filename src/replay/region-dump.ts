@@ -3,9 +3,8 @@
  * them (after), read from the memory images through the manifest's chunk layout (src/format/chunks.ts):
  * what `kerncap inspect DIR --region R` prints. No GPU: the files alone.
  */
-import { capturePath } from "../format/paths.ts";
 import { runs } from "../format/chunks.ts";
-import { FileImage } from "../format/file-image.ts";
+import { openImageInCapture, type FileImage } from "../format/file-image.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { KerncapError } from "../errors.ts";
 import { ELEMENT_BYTES, type ElementType } from "./tolerance.ts";
@@ -195,10 +194,26 @@ export function regionDump(
     });
   const elements = Math.floor((r.size - offset) / eb);
   const count = Math.min(want, elements);
-  const before = new FileImage(capturePath(dir, m.memory.before));
-  const after = new FileImage(capturePath(dir, m.memory.after));
-  const b = regionBytes(m, index, offset, count * eb, "before", before, after);
-  const a = r.changed ? regionBytes(m, index, offset, count * eb, "after", before, after) : b;
+  // each image opened once by the capture path rule and read from that descriptor (adversary 67: a FIFO renamed over
+  // after.bin hung inspect --region; a mapped file cut short by its other owner killed it; a short read was E_INTERNAL)
+  const before = openImageInCapture(dir, m.memory.before);
+  let after: FileImage | undefined;
+  let b: Uint8Array;
+  let a: Uint8Array;
+  try {
+    after = openImageInCapture(dir, m.memory.after);
+    b = regionBytes(m, index, offset, count * eb, "before", before, after);
+    a = r.changed ? regionBytes(m, index, offset, count * eb, "after", before, after) : b;
+  } catch (e) {
+    if (e instanceof RangeError)
+      throw new KerncapError("E_CHECKSUM", `a memory image of ${dir} is shorter than its manifest says (cut short while it was read?): ${e.message}`, {
+        hint: "kerncap inspect --verify checks every chunk; capture again, or restore the images from a copy.",
+      });
+    throw e;
+  } finally {
+    before.close();
+    after?.close();
+  }
   const differing: number[] = [];
   for (let i = 0; i < count; i++) {
     for (let k = 0; k < eb; k++)

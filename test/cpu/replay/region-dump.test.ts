@@ -4,7 +4,8 @@
  * boundaries, against the bytes the fixture wrote.
  */
 import { describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readManifest } from "../../../src/format/capture-dir.ts";
 import { join } from "node:path";
 import { finalizeCapture } from "../../../src/capture/finalize.ts";
 import { regionAt, regionDump } from "../../../src/replay/region-dump.ts";
@@ -48,5 +49,24 @@ describe("region dump", () => {
     // an odd offset rounds down to a whole element
     expect(regionDump(dir, m, 0, { dtype: "u32", offset: 7, count: 1 }).offset).toBe(4);
     expect(regionAt(m, "0x7f0000001003")).toEqual({ index: 0, offset: 4099 });
+  });
+
+  test("the images read from one descriptor each: a FIFO renamed over after.bin is never opened; an image cut short is E_CHECKSUM, not an internal error (adversary 67)", async () => {
+    const { dir } = await chunkedCapture();
+    const after = join(dir, "memory/after.bin");
+    const kept = readFileSync(after);
+    rmSync(after);
+    expect(Bun.spawnSync(["mkfifo", after]).exitCode).toBe(0);
+    // the path rule refuses the FIFO at the open (O_NONBLOCK, then fstat): no wait for a writer
+    expect(() => regionDump(dir, readManifest(dir), 0, {})).toThrow(/FIFO|not a regular file|E_UNSAFE_PATH|regular file/);
+    rmSync(after);
+    writeFileSync(after, kept.subarray(0, 100)); // cut short
+    let e: unknown;
+    try {
+      regionDump(dir, readManifest(dir), 0, { offset: 20480 });
+    } catch (x) {
+      e = x;
+    }
+    expect((e as { code?: string }).code).toBe("E_CHECKSUM");
   });
 });
