@@ -51,6 +51,11 @@ export function escapeBidi(text: string): string {
   return text.replace(INVISIBLE_ONLY, escaped);
 }
 
+/** Whether `text` holds a character escapeForTerminal escapes in one line (a control, DEL, C1, a format character, a line separator). */
+export function hasEscapedCharacters(text: string): boolean {
+  return new RegExp(ONE_LINE.source, "u").test(text);
+}
+
 /** `text` with every control character, format character and line separator escaped (see above); `oneLine`: newlines and tabs too. */
 export function escapeForTerminal(text: string, o: { oneLine?: boolean } = {}): string {
   return text.replace(o.oneLine ? ONE_LINE : KEEP_LINES, escaped);

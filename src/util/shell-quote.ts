@@ -1,13 +1,32 @@
 /** Quoting for the shell: the commands kerncap suggests in its messages, the words of generated build scripts. */
+import { hasEscapedCharacters } from "../escape.ts";
 
 /**
  * A word as a POSIX shell reads it back unchanged: as it is when it holds only characters no shell
- * treats specially, else in single quotes (a ' inside as '\''). For the commands kerncap suggests
- * (`next: kerncap replay 'my cap'`), so that they can be pasted.
+ * treats specially, else in single quotes (a ' inside as '\''); a word with a character the
+ * terminal escaping shows as an escape (a control, a bidi or invisible format character) in bash's
+ * $'…' with that escape, so that what is shown, pasted, is the same word. For the commands kerncap
+ * suggests (`next: kerncap replay 'my cap'`), so that they can be pasted.
  */
 export function shellQuote(word: string): string {
   if (word !== "" && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  // a control, format or invisible character: ANSI-C quoting with its escape, which survives the terminal's
+  // escaping as the same text (adversary 67: U+202E shown as \u202e inside '…' named another folder when pasted)
+  if (hasEscapedCharacters(word)) return ansiC(word);
   return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/** `word` as bash's $'…' (zsh and ksh read it too): \\ and \' escaped, C0 and DEL as \xNN, every other character escapeForTerminal escapes as \uNNNN or \UNNNNNNNN, the rest as it is. */
+function ansiC(word: string): string {
+  let out = "";
+  for (const c of word) {
+    const n = c.codePointAt(0)!;
+    if (c === "\\" || c === "'") out += `\\${c}`;
+    else if (!hasEscapedCharacters(c)) out += c;
+    else if (n < 0x80) out += `\\x${n.toString(16).padStart(2, "0")}`;
+    else out += n > 0xffff ? `\\U${n.toString(16).padStart(8, "0")}` : `\\u${n.toString(16).padStart(4, "0")}`;
+  }
+  return `$'${out}'`;
 }
 
 /** A path as a word of a suggested command: shellQuote'd, and a relative path starting with "-" (read as an option) written ./-x. */

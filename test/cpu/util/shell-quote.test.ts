@@ -1,0 +1,37 @@
+/**
+ * src/util/shell-quote.ts shellQuote: a suggested command's word, shown through the terminal escaping
+ * (src/escape.ts) and pasted into bash, is the same word (adversary 67: a folder named with U+202E
+ * was shown as '…\u202e…' inside single quotes, and the pasted command named another folder).
+ */
+import { expect, test } from "bun:test";
+import { escapeForTerminal } from "../../../src/escape.ts";
+import { shellQuote } from "../../../src/util/shell-quote.ts";
+
+/** What bash makes of `quoted` as one word of a command line. */
+function bashReads(quoted: string): string {
+  const p = Bun.spawnSync(["bash", "-c", `printf '%s' ${quoted}`], { env: { ...process.env, LC_ALL: "C.UTF-8" }, stdout: "pipe" });
+  return p.stdout.toString();
+}
+
+test("every word, shown on a terminal and pasted into bash, reads back as itself", () => {
+  for (const word of [
+    "plain",
+    "my cap",
+    "it's",
+    "c\u202eodd",
+    "a\nb",
+    "tab\there",
+    "esc\x1b[2Jx",
+    "zw\u200bsp",
+    "c1\u009bx",
+    "tag\u{e0041}x",
+    "back\\slash'\u202e",
+    "$(id)`id`",
+  ]) {
+    const shown = escapeForTerminal(shellQuote(word), { oneLine: true });
+    expect(shown, JSON.stringify(word)).toBe(shellQuote(word)); // nothing left for the terminal escaping to change
+    expect(bashReads(shown), JSON.stringify(word)).toBe(word);
+  }
+  expect(shellQuote("c\u202eodd")).toBe("$'c\\u202eodd'");
+  expect(shellQuote("my cap")).toBe("'my cap'"); // plain characters keep single quotes
+});
