@@ -7,7 +7,7 @@
  * (test/cpu/ops.test.ts), so a new caller of a verb's workflow cannot leave one out.
  */
 import { KerncapError } from "../errors.ts";
-import { shellQuote } from "../util/shell-quote.ts";
+import { shownWord } from "../util/shell-quote.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { requireRenderedBuild, trustChangedBuild } from "../format/rendered.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
@@ -49,5 +49,5 @@ export function commandAgain(verb: string): string | undefined {
   const argv = process.argv.slice(2);
   if (argv[0] !== verb) return undefined;
   const rest = argv.filter((w) => w !== "--trust" && !w.startsWith("--trust="));
-  return ["kerncap", ...rest.map(shellQuote)].join(" ");
+  return ["kerncap", ...rest.map(shownWord)].join(" ");
 }

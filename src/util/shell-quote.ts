@@ -3,17 +3,24 @@ import { hasEscapedCharacters } from "../escape.ts";
 
 /**
  * A word as a POSIX shell reads it back unchanged: as it is when it holds only characters no shell
- * treats specially, else in single quotes (a ' inside as '\''); a word with a character the
- * terminal escaping shows as an escape (a control, a bidi or invisible format character) in bash's
- * $'…' with that escape, so that what is shown, pasted, is the same word. For the commands kerncap
- * suggests (`next: kerncap replay 'my cap'`), so that they can be pasted.
+ * treats specially, else in single quotes (a ' inside as '\''). For the words of the scripts kerncap
+ * writes and the commands it suggests (`next: kerncap replay 'my cap'`; a path: shellPath, a word
+ * shown to paste: shownWord).
  */
 export function shellQuote(word: string): string {
   if (word !== "" && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
-  // a control, format or invisible character: ANSI-C quoting with its escape, which survives the terminal's
-  // escaping as the same text (adversary 67: U+202E shown as \u202e inside '…' named another folder when pasted)
-  if (hasEscapedCharacters(word)) return ansiC(word);
   return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * A word of a command shown to a person to paste (a message, a hint): shellQuote's, but a word with
+ * a character the terminal escaping shows as an escape (a control, a bidi or invisible format
+ * character) in bash's $'…' with that escape, so that what is shown, pasted, is the same word
+ * (adversary 67: U+202E shown as \u202e inside '…' named another folder when pasted). Not for
+ * scripts kerncap writes (their words are read by bash as written: shellQuote).
+ */
+export function shownWord(word: string): string {
+  return hasEscapedCharacters(word) ? ansiC(word) : shellQuote(word);
 }
 
 /** `word` as bash's $'…' (zsh and ksh read it too): \\ and \' escaped, C0 and DEL as \xNN, every other character escapeForTerminal escapes as \uNNNN or \UNNNNNNNN, the rest as it is. */
@@ -29,9 +36,9 @@ function ansiC(word: string): string {
   return `$'${out}'`;
 }
 
-/** A path as a word of a suggested command: shellQuote'd, and a relative path starting with "-" (read as an option) written ./-x. */
+/** A path as a word of a suggested command: shownWord's, and a relative path starting with "-" (read as an option) written ./-x. */
 export function shellPath(path: string): string {
-  return shellQuote(path.startsWith("-") ? `./${path}` : path);
+  return shownWord(path.startsWith("-") ? `./${path}` : path);
 }
 
 /**

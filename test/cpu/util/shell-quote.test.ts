@@ -1,11 +1,11 @@
 /**
- * src/util/shell-quote.ts shellQuote: a suggested command's word, shown through the terminal escaping
+ * src/util/shell-quote.ts shownWord (and shellPath): a suggested command's word, shown through the terminal escaping
  * (src/escape.ts) and pasted into bash, is the same word (adversary 67: a folder named with U+202E
  * was shown as '…\u202e…' inside single quotes, and the pasted command named another folder).
  */
 import { expect, test } from "bun:test";
 import { escapeForTerminal } from "../../../src/escape.ts";
-import { shellQuote } from "../../../src/util/shell-quote.ts";
+import { shellPath, shellQuote, shownWord } from "../../../src/util/shell-quote.ts";
 
 /** What bash makes of `quoted` as one word of a command line. */
 function bashReads(quoted: string): string {
@@ -28,10 +28,12 @@ test("every word, shown on a terminal and pasted into bash, reads back as itself
     "back\\slash'\u202e",
     "$(id)`id`",
   ]) {
-    const shown = escapeForTerminal(shellQuote(word), { oneLine: true });
-    expect(shown, JSON.stringify(word)).toBe(shellQuote(word)); // nothing left for the terminal escaping to change
+    const shown = escapeForTerminal(shownWord(word), { oneLine: true });
+    expect(shown, JSON.stringify(word)).toBe(shownWord(word)); // nothing left for the terminal escaping to change
     expect(bashReads(shown), JSON.stringify(word)).toBe(word);
   }
-  expect(shellQuote("c\u202eodd")).toBe("$'c\\u202eodd'");
-  expect(shellQuote("my cap")).toBe("'my cap'"); // plain characters keep single quotes
+  expect(shownWord("c\u202eodd")).toBe("$'c\\u202eodd'");
+  expect(shellPath("-c\u202e")).toBe("$'./-c\\u202e'"); // a path shown to paste, as a word
+  expect(shownWord("my cap")).toBe("'my cap'"); // plain characters keep single quotes
+  expect(shellQuote("a\nb")).toBe("'a\nb'"); // a script's word: as bash reads it written
 });
