@@ -153,7 +153,7 @@ function* chunkChecks(dir: string, m: Manifest, onBytes?: (done: number, total: 
   // for a FIFO during the check hung it, and a mapped file cut short by its other owner killed kerncap (adversary 66)
   const images = new Map<string, FileImage>();
   try {
-    for (const f of [m.memory.before, m.memory.after]) images.set(f, openImageInCapture(dir, f));
+    for (const f of [m.memory.before, m.memory.after]) if (!images.has(f)) images.set(f, openImageInCapture(dir, f)); // one name twice: one descriptor
     yield* checkOpened(dir, m, images, onBytes);
   } finally {
     for (const img of images.values()) img.close();
