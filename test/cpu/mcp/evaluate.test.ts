@@ -10,21 +10,26 @@ import { writeCandidates } from "../../../src/mcp/evaluate.ts";
 import { materialise, listedCandidates } from "../../../src/eval/candidates.ts";
 import { captureWithSource, evaluateRefusal, tempDir } from "../fixtures.ts";
 
-test("evaluate {patch} with bare names: written and applied as -p0; a bare name beside a/ b/ ones that names nothing: refused with the -p1 rule", async () => {
-  const cap = await captureWithSource();
-  const text = readFileSync(join(cap, "src/kernel.cu"), "utf8");
-  const first = text.split("\n")[0]!;
-  const patch = `--- kernel.cu\n+++ kernel.cu\n@@ -1 +1 @@\n-${first}\n+// edited\n`;
-  const { folder } = writeCandidates(cap, [{ name: "plain", patch }]);
+/** The first line of src/kernel.cu once `patch`, written by evaluate as candidate `name`, is applied to a private copy of `cap`; the candidate must not be refused. */
+async function firstLineApplied(cap: string, name: string, patch: string): Promise<string> {
+  const { folder } = writeCandidates(cap, [{ name, patch }]);
   try {
     const [c] = listedCandidates(join(folder, "candidates.json"));
     expect(c!.refused).toBeUndefined();
     const dest = join(tempDir(), "copy");
     await materialise(cap, c!, dest);
-    expect(readFileSync(join(dest, "src/kernel.cu"), "utf8").split("\n")[0]).toBe("// edited");
+    return readFileSync(join(dest, "src/kernel.cu"), "utf8").split("\n")[0]!;
   } finally {
     rmSync(folder, { recursive: true, force: true });
   }
+}
+
+test("evaluate {patch} with bare names: written and applied as -p0; a bare name beside a/ b/ ones that names nothing: refused with the -p1 rule", async () => {
+  const cap = await captureWithSource();
+  const text = readFileSync(join(cap, "src/kernel.cu"), "utf8");
+  const first = text.split("\n")[0]!;
+  const patch = `--- kernel.cu\n+++ kernel.cu\n@@ -1 +1 @@\n-${first}\n+// edited\n`;
+  expect(await firstLineApplied(cap, "plain", patch)).toBe("// edited");
   const r = evaluateRefusal(cap, { name: "mixed", patch: `--- other.cu\n+++ b/other.cu\n@@ -1 +1 @@\n-x\n+y\n` });
   expect(r.code).toBe("E_PATCH");
   expect(r.reason).toContain("which is empty; its file names are read with their first folder taken off (as git apply -p1)");
@@ -35,16 +40,7 @@ test("evaluate {patch} made by `diff -u FILE EDITED` inside src/ (+++ the edited
   const cap = await captureWithSource();
   const first = readFileSync(join(cap, "src/kernel.cu"), "utf8").split("\n")[0]!;
   const patch = `--- kernel.cu\t2026-12-07 01:00:00\n+++ /tmp/edited/kernel.cu\t2026-12-07 01:01:00\n@@ -1 +1 @@\n-${first}\n+// edited\n`;
-  const { folder } = writeCandidates(cap, [{ name: "hoist", patch }]);
-  try {
-    const [c] = listedCandidates(join(folder, "candidates.json"));
-    expect(c!.refused).toBeUndefined();
-    const dest = join(tempDir(), "copy");
-    await materialise(cap, c!, dest);
-    expect(readFileSync(join(dest, "src/kernel.cu"), "utf8").split("\n")[0]).toBe("// edited");
-  } finally {
-    rmSync(folder, { recursive: true, force: true });
-  }
+  expect(await firstLineApplied(cap, "hoist", patch)).toBe("// edited");
   // a --- name src/ does not hold still leaves the +++ name as the one written: refused, the absolute name said as given
   const r = evaluateRefusal(cap, { name: "abs", patch: `--- other.cu\n+++ /tmp/edited/other.cu\n@@ -1 +1 @@\n-x\n+y\n` });
   expect(r.code).toBe("E_PATCH");
