@@ -13,7 +13,7 @@
 #   SUITES="test/gpu/export.test.ts …" replaces the list of step 3 (SUITES="" runs none of it);
 #   LANES="a b;c d" runs each ;-separated group of suites in its own process at the same time,
 #   before SUITES (suites that only judge, not time, share the GPU well; export, verdicts, tune,
-#   profile and timing assert times within a few percent: SUITES, not a lane, else another lane's
+#   profile and kernel-clock assert times within a few percent: SUITES, not a lane, else another lane's
 #   kernels on the same GPU fail them);
 #   SKIP_BENCH=1 (every benchmark), SKIP_CMAKE_BENCH=1, SKIP_SNAP=1, SKIP_TIMING=1, SKIP_GRAPHS_BENCH=1, SKIP_GGML=1, SKIP_LLMC=1,
 #   SKIP_REPRO=1 (cuda-repro suite) leave parts out; SNAP_GIB (default 8) sizes the snapshot
