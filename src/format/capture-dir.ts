@@ -12,7 +12,7 @@ import { EXPORT_FILE } from "./file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
 import { describeJsonError, JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
-import { capturePath, MANIFEST_MAX_BYTES, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
+import { capturePath, MANIFEST_MAX_BYTES, readInCapture, refuseExisting, resolveInCapture, treeEntries } from "./paths.ts";
 
 /**
  * The captures in folder `dir` and in its folders, two levels down at most (relative paths, sorted;
@@ -20,24 +20,14 @@ import { capturePath, MANIFEST_MAX_BYTES, readInCapture, refuseExisting, resolve
  * folder of captures given where one capture is asked for holds.
  */
 function capturesJustBelow(dir: string): string[] {
+  const isCapture = (rel: string) => lstatSync(join(dir, rel, MANIFEST_FILE), { throwIfNoEntry: false })?.isFile() === true;
   const found: string[] = [];
   let budget = 2000;
-  const walk = (rel: string, depth: number) => {
-    let names: string[];
-    try {
-      names = readdirSync(join(dir, rel)).sort();
-    } catch {
-      return;
-    }
-    for (const n of names) {
-      if (--budget < 0) return;
-      const r = rel ? `${rel}/${n}` : n;
-      if (!lstatSync(join(dir, r), { throwIfNoEntry: false })?.isDirectory()) continue;
-      if (lstatSync(join(dir, r, MANIFEST_FILE), { throwIfNoEntry: false })?.isFile()) found.push(r);
-      else if (depth < 2) walk(r, depth + 1);
-    }
-  };
-  walk("", 1);
+  // a capture's own folders are not walked, nor anything past the second level
+  for (const { rel, st } of treeEntries(dir, "", (r) => !r.includes("/") && !isCapture(r))) {
+    if (--budget < 0) break;
+    if (st.isDirectory() && isCapture(rel)) found.push(rel);
+  }
   return found;
 }
 
