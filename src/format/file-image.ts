@@ -92,14 +92,18 @@ export class FileImage {
     if (opened && !opened.mappable) this.mapped = false;
   }
 
-  /** Close the descriptor of an opened image (nothing for one read by name). */
+  private closed = false;
+
+  /** Close the descriptor of an opened image (nothing for one read by name); a second call does nothing (the number may be another file's by then). */
   close(): void {
+    if (this.closed) return;
+    this.closed = true;
     if (this.opened && this.opened.fd >= 0) closeSync(this.opened.fd);
   }
 
   /** The open descriptor of an opened image (OpenedImage), undefined for one read by name or absent. */
   get fd(): number | undefined {
-    return this.opened && this.opened.fd >= 0 ? this.opened.fd : undefined;
+    return this.opened && this.opened.fd >= 0 && !this.closed ? this.opened.fd : undefined;
   }
 
   /**
@@ -156,13 +160,14 @@ export function sha256Range(img: FileImage, off: number, n: number): string {
  * read from that descriptor only (OpenedImage): a FIFO or link renamed over the name afterwards is
  * never opened (adversary 66: a FIFO swapped in hung `check` for ever), and a file another user
  * may write is read with pread, never mapped (mappable). The caller closes it (FileImage.close).
+ * @param shared map windows MAP_SHARED (the replay's restore pins them: FileImage's constructor)
  * @returns an empty image (size 0) when there is no such file
  * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO, a hard link, a swap), E_IO
  */
-export function openImageInCapture(dir: string, rel: string): FileImage {
+export function openImageInCapture(dir: string, rel: string, shared = false): FileImage {
   const o = openInCapture(dir, rel, Number.MAX_SAFE_INTEGER);
-  if (!o) return new FileImage(`${dir}/${rel}`, WINDOW_BYTES, false, { fd: -1, size: 0, mappable: false });
+  if (!o) return new FileImage(`${dir}/${rel}`, WINDOW_BYTES, shared, { fd: -1, size: 0, mappable: false });
   const st = fstatSync(o.fd);
   const mine = st.uid === (process.geteuid?.() ?? process.getuid?.()) && (st.mode & 0o022) === 0;
-  return new FileImage(o.path, WINDOW_BYTES, false, { fd: o.fd, size: o.size, mappable: mine });
+  return new FileImage(o.path, WINDOW_BYTES, shared, { fd: o.fd, size: o.size, mappable: mine });
 }

@@ -9,9 +9,8 @@
 import { faultVaTaken } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { chunkExpectation, chunkLen, runs, type Range } from "../format/chunks.ts";
-import { FileImage } from "../format/file-image.ts";
+import { openImageInCapture, type FileImage } from "../format/file-image.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { capturePath } from "../format/paths.ts";
 import { log } from "../log.ts";
 import type { DeviceMemory, DeviceScanner, ReplayBackend, ReplayModule } from "./backends/interface.ts";
 import { spanPadding, vaSpans } from "./compare.ts";
@@ -26,12 +25,17 @@ export class Restorer {
   private stage: Uint8Array | undefined;
   private canRegister = true;
 
+  /**
+   * @param img memory/before.bin, opened MAP_SHARED (the only kind of window the CUDA backend's
+   *   hostRegister, cuMemHostRegister, pins: FileImage's doc has the measurement); restoreBefore
+   *   opens it once by the capture path rule (openImageInCapture), and dispose() closes it.
+   */
   constructor(
     private readonly mem: DeviceMemory,
-    path: string,
+    img: FileImage,
   ) {
-    // MAP_SHARED windows: the only kind the CUDA backend's hostRegister (cuMemHostRegister) pins (FileImage's doc has the measurement)
-    this.img = new FileImage(path, undefined, true);
+    this.img = img;
+    const path = img.path;
     // a file the user cannot write (read-only capture folder): Bun.mmap needs write access, so
     // FileImage reads with pread and every copy goes through the pinned staging buffer
     this.img.onReadFallback = (e) =>
@@ -69,6 +73,7 @@ export class Restorer {
     }
     if (this.stage) this.mem.hostFree(this.stage);
     this.stage = undefined;
+    this.img.close();
   }
 
   /** Zero [base, base + r.size), then copy r's stored before-chunks to base + their offsets (asynchronous until finish()). */
@@ -182,7 +187,9 @@ export function reserveSpans(be: ReplayBackend, m: Manifest): ReplayResult["rese
 export function restoreBefore(be: ReplayBackend, dir: string, m: Manifest): { restorer: Restorer; restore: ReplayResult["restore"] } {
   const t1 = performance.now();
   const C = m.memory.chunkBytes;
-  const restorer = new Restorer(be, capturePath(dir, m.memory.before));
+  // one descriptor, opened by the capture path rule: a FIFO or link renamed over before.bin after
+  // the check is never opened, and a file another user may write is read, never mapped (SIGBUS)
+  const restorer = new Restorer(be, openImageInCapture(dir, m.memory.before, true));
   for (const r of m.regions) restorer.restore(BigInt(r.va), r, C);
   restorer.finish();
   const restoreSeconds = (performance.now() - t1) / 1000;

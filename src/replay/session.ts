@@ -7,7 +7,7 @@
  */
 import { chunkExpectation } from "../format/chunks.ts";
 import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
-import { FileImage } from "../format/file-image.ts";
+import { openImageInCapture, type FileImage } from "../format/file-image.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { capturePath, readCaptureBytes } from "../format/paths.ts";
 import { checksumsChecked } from "../format/received.ts";
@@ -174,8 +174,9 @@ class Session implements ReplaySession {
     const m = manifest;
     this.C = m.memory.chunkBytes;
     this.changed = new ChangedChunks(be, m, restorer);
-    this.before = new FileImage(capturePath(dir, m.memory.before));
-    this.after = new FileImage(capturePath(dir, m.memory.after));
+    // read from descriptors opened once by the capture path rule (openImageInCapture), never by name again
+    this.before = openImageInCapture(dir, m.memory.before);
+    this.after = m.memory.after === m.memory.before ? this.before : openImageInCapture(dir, m.memory.after);
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
     this.judging = judgingInEffect(dir, m).settings; // a received capture's only once accepted (./judge-settings.ts judgingInEffect)
   }
@@ -205,6 +206,8 @@ class Session implements ReplaySession {
       /* the context is gone with the fault */
     }
     this.restorer.dispose();
+    this.before.close();
+    if (this.after !== this.before) this.after.close();
     this.be.close();
     if (o.resetDevice) this.be.reset();
     this.flush = undefined;
