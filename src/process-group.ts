@@ -121,17 +121,27 @@ export function endWithParent(parentPid: number, everyMs = 500): void {
  */
 function watchParentOutsideLoop(parentPid: number): void {
   if (!existsSync(`/proc/${process.pid}/status`)) return;
-  // each signal only while /proc/$c is still this process: its start time (stat's field 22, read after the
-  // command name's closing parenthesis) as first read; a pid taken again by another process is left alone (adversary 66's lead)
-  const script =
-    'p=$1; c=$2; ppid() { sed -n "s/^PPid:[[:space:]]*//p" "/proc/$c/status" 2>/dev/null; }; ' +
-    'st() { sed "s/.*) //" "/proc/$c/stat" 2>/dev/null | cut -d" " -f20; }; s0=$(st); [ -n "$s0" ] || exit 0; ' +
-    'while [ "$(ppid)" = "$p" ]; do sleep 1; done; [ "$(st)" = "$s0" ] || exit 0; ' +
-    'kill -TERM "$c" 2>/dev/null; sleep 5; [ "$(st)" = "$s0" ] || exit 0; kill -KILL "$c" 2>/dev/null; exit 0';
   try {
-    const w = Bun.spawn(["sh", "-c", script, "sh", String(parentPid), String(process.pid)], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
+    const w = Bun.spawn(["sh", "-c", PARENT_WATCH_SCRIPT, "sh", String(parentPid), String(process.pid)], {
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: "ignore",
+    });
     w.unref();
   } catch {
     // no sh: the timer alone
   }
 }
+
+/**
+ * The watcher's shell script: `sh -c SCRIPT sh PARENT CHILD [PROC]`. While CHILD's parent (PPid in
+ * PROC/CHILD/status, PROC = /proc unless a test gives a stand-in) is PARENT it sleeps a second;
+ * then it signals CHILD (SIGTERM, 5 s later SIGKILL), each only while CHILD is still the process it
+ * first read: its start time (stat's field 22, read after the command name's closing parenthesis)
+ * unchanged, so a pid taken again by another process is left alone (adversary 66's lead).
+ */
+export const PARENT_WATCH_SCRIPT =
+  'p=$1; c=$2; r=${3:-/proc}; ppid() { sed -n "s/^PPid:[[:space:]]*//p" "$r/$c/status" 2>/dev/null; }; ' +
+  'st() { sed "s/.*) //" "$r/$c/stat" 2>/dev/null | cut -d" " -f20; }; s0=$(st); [ -n "$s0" ] || exit 0; ' +
+  'while [ "$(ppid)" = "$p" ]; do sleep 1; done; [ "$(st)" = "$s0" ] || exit 0; ' +
+  'kill -TERM "$c" 2>/dev/null; sleep 5; [ "$(st)" = "$s0" ] || exit 0; kill -KILL "$c" 2>/dev/null; exit 0';
