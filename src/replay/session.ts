@@ -151,8 +151,8 @@ class Session implements ReplaySession {
   private flushRefused = false;
   /** The clocks during the last timed launches (the backend's clocks). */
   private clocks: Promise<ClockState | null> = Promise.resolve(null);
-  private readonly before: FileImage;
-  private readonly after: FileImage;
+  /** memory/before.bin and after.bin, each read from one descriptor opened by the capture path rule, never by name again. */
+  private readonly images: { before: FileImage; after: FileImage };
   private readonly regionExpect: ReturnType<typeof chunkExpectation>[];
   /** The memory the spans map around the regions (./compare.ts spanPadding): no allocation of the app's, zeroed before the first rebuilt module's launch. */
   private padding: { va: bigint; size: number }[] | undefined;
@@ -174,9 +174,7 @@ class Session implements ReplaySession {
     const m = manifest;
     this.C = m.memory.chunkBytes;
     this.changed = new ChangedChunks(be, m, restorer);
-    // read from descriptors opened once by the capture path rule (openImageInCapture), never by name again
-    this.before = openImageInCapture(dir, m.memory.before);
-    this.after = m.memory.after === m.memory.before ? this.before : openImageInCapture(dir, m.memory.after);
+    this.images = { before: openImageInCapture(dir, m.memory.before), after: openImageInCapture(dir, m.memory.after) };
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
     this.judging = judgingInEffect(dir, m).settings; // a received capture's only once accepted (./judge-settings.ts judgingInEffect)
   }
@@ -206,8 +204,7 @@ class Session implements ReplaySession {
       /* the context is gone with the fault */
     }
     this.restorer.dispose();
-    this.before.close();
-    if (this.after !== this.before) this.after.close();
+    for (const img of Object.values(this.images)) img.close();
     this.be.close();
     if (o.resetDevice) this.be.reset();
     this.flush = undefined;
@@ -488,7 +485,7 @@ class Session implements ReplaySession {
     const { o, params, globals, launch, restoreChanged, timed, module, state } = k;
     const m = this.manifest;
     const { verifySeconds } = this.opened;
-    const images = { before: this.before, after: this.after };
+    const images = this.images;
     log.debug(
       `launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${Math.max(1, o.runs ?? (o.nondeterministic ? 8 : 3))} checked runs`,
     );
