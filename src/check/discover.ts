@@ -44,6 +44,29 @@ const isTemp = (name: string) => isTempName(name) || /\.old-\d+$/.test(name);
 const idName = (name: string) => (name.endsWith(ARCHIVE_SUFFIX) ? name.slice(0, -ARCHIVE_SUFFIX.length) : name);
 
 /**
+ * The names in folder `dir`, each read as bytes: a name that is not UTF-8 is passed over, said so
+ * (Bun reads names as UTF-8 and puts U+FFFD for each byte that is not: the name it gives is another
+ * file's, or none; adversary 68: a capture so named was called "a dangling symbolic link").
+ * @throws the listing's error (EACCES…)
+ */
+function utf8Names(dir: string, passedOver: Discovery["passedOver"]): string[] {
+  const names: string[] = [];
+  const utf8 = new TextDecoder("utf-8", { fatal: true });
+  for (const raw of readdirSync(dir, { encoding: "buffer" })) {
+    try {
+      names.push(utf8.decode(raw));
+    } catch {
+      passedOver.push({
+        path: join(dir, raw.toString("latin1")),
+        reason: "its name is not UTF-8 (the bytes shown as Latin-1): kerncap cannot name it; rename it to a UTF-8 name",
+        warn: true,
+      });
+    }
+  }
+  return names;
+}
+
+/**
  * Every capture under `roots` (folders, capture folders or archives).
  * @throws KerncapError E_USAGE for a root that does not exist or is neither a folder nor an
  *   archive, for two captures with one identity of one owner (naming both; oneOfEachIdentity)
@@ -72,7 +95,7 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
     }
     let names: string[];
     try {
-      names = readdirSync(dir).sort();
+      names = utf8Names(dir, passedOver).sort();
     } catch (e) {
       return void passedOver.push({ path: dir, reason: `cannot list it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})` });
     }
@@ -80,13 +103,19 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
       if (isTemp(name)) continue;
       const p = join(dir, name);
       let st;
+      let l;
       try {
-        const l = lstatSync(p);
-        const uid = process.geteuid?.();
-        if (l.isSymbolicLink() && uid !== undefined && l.uid !== uid && l.uid !== 0) {
-          passedOver.push({ path: p, reason: `a symbolic link of another user (uid ${l.uid}): not followed` });
-          continue;
-        }
+        l = lstatSync(p);
+      } catch (e) {
+        passedOver.push({ path: p, reason: `gone while the folder was read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})` });
+        continue;
+      }
+      const uid = process.geteuid?.();
+      if (l.isSymbolicLink() && uid !== undefined && l.uid !== uid && l.uid !== 0) {
+        passedOver.push({ path: p, reason: `a symbolic link of another user (uid ${l.uid}): not followed` });
+        continue;
+      }
+      try {
         st = statSync(p);
       } catch {
         passedOver.push({ path: p, reason: "a dangling symbolic link" });

@@ -1,5 +1,5 @@
 /** Argument fragments shared by several verbs (typed through `as const satisfies`). */
-import { writeSync } from "node:fs";
+import { readFileSync, writeSync } from "node:fs";
 import { dataChannelFd, setStdoutAside } from "../native/stdout-aside.ts";
 import type { ArgsDef } from "citty";
 import { KerncapError } from "../errors.ts";
@@ -331,3 +331,39 @@ export function dataStdio(): number | "inherit" {
  * (src/native/stdout-aside.ts setStdoutAside): under --json and in a worker, before anything runs.
  */
 export const keepStdoutForData = setStdoutAside;
+
+/**
+ * Refuse a command line with an argument that is not UTF-8. Bun gives process.argv decoded as
+ * UTF-8, each byte that is not put as U+FFFD: a path so given names another file, or none
+ * (adversary 68: `validate c$'\377'odd --trust` trusted and built the folder `c\uFFFDodd`), and an
+ * application's argument would reach it changed. The bytes come from `cmdline` (/proc/self/cmdline:
+ * NUL-separated, the executable first), its last `count` words (kerncap's arguments, numbered from 1
+ * after the verb's `kerncap`); elsewhere, nothing is checked.
+ * @throws KerncapError E_USAGE naming the argument (its bytes shown as \xHH)
+ */
+export function refuseNotUtf8Arguments(count = process.argv.length - 2, cmdline = "/proc/self/cmdline"): void {
+  let raw: Buffer;
+  try {
+    raw = readFileSync(cmdline);
+  } catch {
+    return;
+  }
+  const utf8 = new TextDecoder("utf-8", { fatal: true });
+  const args = raw
+    .subarray(0, raw.at(-1) === 0 ? -1 : undefined)
+    .toString("latin1")
+    .split("\0")
+    .slice(1)
+    .slice(-count || Infinity); // kerncap's own arguments are the last `count` (before them: under `bun run`, the script)
+  for (const [i, a] of args.entries()) {
+    const bytes = Buffer.from(a, "latin1");
+    try {
+      utf8.decode(bytes);
+    } catch {
+      const shown = [...bytes].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`)).join("");
+      throw new KerncapError("E_USAGE", `argument ${i + 1} (${shown}) is not UTF-8: kerncap reads its arguments as UTF-8, and would name another file`, {
+        hint: "Rename the file or folder to a UTF-8 name (mv, or convmv), then give that name; an application's argument that is not UTF-8: pass it through a wrapper script.",
+      });
+    }
+  }
+}

@@ -13,7 +13,7 @@ import { setAclProbe } from "../user-group.ts";
 import { hasAccessAcl } from "../native/libc.ts";
 import { verboseFromEnv } from "../env.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { HIDDEN_OPTIONS, printJson, printJsonLine } from "./args.ts";
+import { HIDDEN_OPTIONS, printJson, printJsonLine, refuseNotUtf8Arguments } from "./args.ts";
 import { commands } from "./verbs.ts";
 import { helpText } from "./help.ts";
 import { asShown, printable } from "./format.ts";
@@ -29,6 +29,8 @@ export const main = defineCommand({
 
 type Verb = keyof typeof commands;
 /** Verbs whose positional takes any number of values (`check DIR…`). */
+/** This process's own arguments (runCli checks their bytes: refuseNotUtf8Arguments); a test's runCli(argv) is not checked. */
+const processArgs = process.argv.slice(2);
 const MANY_POSITIONALS: ReadonlySet<Verb> = new Set(["check", "eval", "clean"]);
 const isVerb = (x: string | undefined): x is Verb => x !== undefined && Object.hasOwn(commands, x);
 
@@ -291,6 +293,7 @@ export async function runCli(argv: string[]): Promise<number> {
     // Dispatch the verb here rather than through citty's subCommands: runCommand returns only the
     // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
     if (!isVerb(verb)) return unknownVerb(verb, helpOf, own, fail);
+    if (argv === processArgs) refuseNotUtf8Arguments(); // the bytes given are the process's own
     ownFilesUmask(verb);
     return await runVerb(verb, own, argv, verbose, fail);
   } catch (e) {
@@ -501,7 +504,7 @@ if (import.meta.main) {
   const parent = process.env[PARENT_PID_VAR];
   delete process.env[PARENT_PID_VAR];
   if (parent !== undefined) endWithParent(Number(parent));
-  const argv = process.argv.slice(2);
+  const argv = processArgs;
   const code = await runCli(argv);
   await new Promise((r) => setImmediate(r)); // a failed write's error event comes a turn later
   if (stderrFailure) {

@@ -4,7 +4,7 @@
 import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
 import { FileImage, openImageInCapture, sha256Range } from "./file-image.ts";
 import { storedEnd, verifyChunks, verifyChunksAsync } from "./chunks.ts";
-import { readCaptureSet } from "./capture-set.ts";
+import { CAPTURE_SET_FILE, readCaptureSet } from "./capture-set.ts";
 import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { isTempName } from "../leftovers.ts";
@@ -334,14 +334,30 @@ export function assertReplaceable(dir: string, force: boolean, another = "output
  */
 export function replaceableKind(dir: string): "a previous capture" | "an empty folder" | false {
   try {
-    if (!statSync(dir).isDirectory()) return false;
-    const mf = join(dir, MANIFEST_FILE);
-    if (existsSync(mf) && (JSON.parse(readFileSync(mf, "utf8")) as { format?: string }).format === MANIFEST_FORMAT) return "a previous capture";
-    const set = join(dir, "kerncap-captures.json"); // a folder of several captures (src/capture/session.ts)
-    if (existsSync(set) && (JSON.parse(readFileSync(set, "utf8")) as { format?: string }).format === "kerncap-capture-set") return "a previous capture";
+    if (!lstatSync(dir).isDirectory()) return false; // a link is not followed: nothing --force may replace
+    if (formatOf(dir, MANIFEST_FILE) === MANIFEST_FORMAT) return "a previous capture";
+    if (formatOf(dir, CAPTURE_SET_FILE) === "kerncap-capture-set") return "a previous capture"; // a folder of several captures (src/capture/session.ts)
     return readdirSync(dir).length === 0 ? "an empty folder" : false;
   } catch {
     return false;
+  }
+}
+
+/**
+ * The `format` field of the JSON file `rel` in `dir`, read by the capture path rule (no link
+ * followed, a FIFO or device refused before any read, at most MANIFEST_MAX_BYTES: adversary 68, a
+ * FIFO planted as a destination's kerncap.json hung unpack, a link to /dev/zero grew it to 6 GiB).
+ * @returns undefined when there is no such file or it is no such JSON
+ * @throws KerncapError E_UNSAFE_PATH (a link, a FIFO, a device, past the bound)
+ */
+function formatOf(dir: string, rel: string): string | undefined {
+  const b = readInCapture(dir, rel, MANIFEST_MAX_BYTES);
+  if (!b) return undefined;
+  try {
+    const f = (JSON.parse(b.toString("utf8")) as { format?: unknown }).format;
+    return typeof f === "string" ? f : undefined;
+  } catch {
+    return undefined;
   }
 }
 

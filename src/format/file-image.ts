@@ -101,6 +101,16 @@ export class FileImage {
     if (this.opened && this.opened.fd >= 0) closeSync(this.opened.fd);
   }
 
+  /** Whether this image and `other` are one file (device and inode of their open descriptors); false for an image read by name. */
+  sameFile(other: FileImage): boolean {
+    const a = this.fd;
+    const b = other.fd;
+    if (a === undefined || b === undefined) return false;
+    const x = fstatSync(a);
+    const y = fstatSync(b);
+    return x.dev === y.dev && x.ino === y.ino;
+  }
+
   /** The open descriptor of an opened image (OpenedImage), undefined for one read by name or absent. */
   get fd(): number | undefined {
     return this.opened && this.opened.fd >= 0 && !this.closed ? this.opened.fd : undefined;

@@ -4,7 +4,7 @@
  * refuse refused here first), the index, then every file in PIECE-byte pieces, memory images
  * with holes as their data extents only.
  */
-import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, statSync, type Stats } from "node:fs";
+import { closeSync, existsSync, fstatSync, lstatSync, readdirSync, readFileSync, readlinkSync, readSync, statSync, type Stats } from "node:fs";
 import { basename, join, posix, resolve, sep } from "node:path";
 import { CLEAN_PARTS, staleCleanHolder } from "../leftovers.ts";
 import { KerncapError, whileReading } from "../errors.ts";
@@ -17,7 +17,7 @@ import { isLeftOutOfSources, MADE_HERE_SEAL, RECEIVED_MARK } from "./file-names.
 import { privateFields, redactText, shippedManifestOf } from "./redact.ts";
 import { MANIFEST_FILE, type Manifest } from "./manifest.ts";
 import { changed, fileKind, MANIFEST_MAX_BYTES, openInCapture, readInCapture, refuseExisting, resolveInCapture } from "./paths.ts";
-import { dataExtents, readSparse, type Extent } from "./sparse-extents.ts";
+import { dataExtentsOfFd, readSparse, type Extent } from "./sparse-extents.ts";
 import { ZipWriter } from "./zip.ts";
 import {
   type ArchiveProgress,
@@ -179,16 +179,11 @@ export function linkTarget(dir: string, rel: string): string {
   }
 }
 
-/** No NUL byte in the first 8 KiB: text (deflated); otherwise binary (stored). */
-function looksText(path: string): boolean {
-  const fd = openSync(path, "r");
-  try {
-    const b = new Uint8Array(8192);
-    const n = readSync(fd, b, 0, b.length, 0);
-    return !b.subarray(0, n).includes(0);
-  } finally {
-    closeSync(fd);
-  }
+/** No NUL byte in the first 8 KiB of the open file `fd`: text (deflated); otherwise binary (stored). */
+function looksText(fd: number): boolean {
+  const b = new Uint8Array(8192);
+  const n = readSync(fd, b, 0, b.length, 0);
+  return !b.subarray(0, n).includes(0);
 }
 
 const SYSTEM_PREFIXES = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/etc/", "/dev/", "/proc/", "/opt/rocm", "/opt/nvidia"];
@@ -446,18 +441,25 @@ function packIndex(
     if (bytes) {
       filesTotal += bytes.length;
       dataTotal += bytes.length;
-      files.push({ path: rel, size: bytes.length, mode: statSync(join(dir, rel)).mode & 0o7777, entry: `${root}/${rel}`, method: "deflated" });
+      files.push({ path: rel, size: bytes.length, mode: lstatSync(join(dir, rel)).mode & 0o7777, entry: `${root}/${rel}`, method: "deflated" });
       continue;
     }
-    const p = join(dir, rel);
-    const mode = statSync(p).mode & 0o7777;
-    const ext = dataExtents(p);
-    filesTotal += ext.size;
-    dataTotal += ext.dataBytes;
-    // only a memory image may be sparse in the archive: unpack bounds its size by the manifest's regions
-    if (ext.sparse && images.has(rel))
-      files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}${SPARSE_SUFFIX}`, method: "sparse", extents: ext.extents });
-    else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: !ext.sparse && looksText(p) ? "deflated" : "stored" });
+    // opened once by the capture path rule (no link followed, O_NONBLOCK: a FIFO renamed in after the walk is refused, never
+    // waited on; adversary 68) and read from that descriptor only
+    const opened = openInCapture(dir, rel, Number.MAX_SAFE_INTEGER);
+    if (!opened) throw changed(dir, rel);
+    try {
+      const mode = fstatSync(opened.fd).mode & 0o7777;
+      const ext = dataExtentsOfFd(opened.fd);
+      filesTotal += ext.size;
+      dataTotal += ext.dataBytes;
+      // only a memory image may be sparse in the archive: unpack bounds its size by the manifest's regions
+      if (ext.sparse && images.has(rel))
+        files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}${SPARSE_SUFFIX}`, method: "sparse", extents: ext.extents });
+      else files.push({ path: rel, size: ext.size, mode, entry: `${root}/${rel}`, method: !ext.sparse && looksText(opened.fd) ? "deflated" : "stored" });
+    } finally {
+      closeSync(opened.fd);
+    }
   }
   const index: PackIndex = { schema: PACK_SCHEMA, root, tool: `kerncap ${TOOL_VERSION}`, files, dirs: tree.dirs, warnings };
   return { index, filesTotal, dataTotal, left };
@@ -495,13 +497,14 @@ async function writeArchive(
     const ix = zip.add(`${root}/${PACK_INDEX}`, { deflate: true, mode: 0o644, mtime: now, usize: text.length });
     ix.push(text);
     ix.end();
-    for (const d of index.dirs) zip.add(`${root}/${d}/`, { deflate: false, mode: statSync(join(dir, d)).mode & 0o7777, mtime: now, usize: 0 }).end();
+    for (const d of index.dirs) zip.add(`${root}/${d}/`, { deflate: false, mode: lstatSync(join(dir, d)).mode & 0o7777, mtime: now, usize: 0 }).end();
     for (const f of files) {
       const p = join(dir, f.path);
       const ranges: Extent[] = f.method === "sparse" ? f.extents! : [[0, f.size]];
-      const e = zip.add(f.entry, { deflate: f.method === "deflated", mode: f.mode, mtime: statSync(p).mtime, usize: ranges.reduce((a, r) => a + r[1], 0) });
+      const usize = ranges.reduce((a, r) => a + r[1], 0);
       const own = shipped.get(f.path);
       if (own) {
+        const e = zip.add(f.entry, { deflate: f.method === "deflated", mode: f.mode, mtime: lstatSync(p).mtime, usize });
         e.push(own);
         e.end();
         opts.onProgress?.("packing", (packed += own.length), packTotal);
@@ -512,9 +515,10 @@ async function writeArchive(
       const opened = openInCapture(dir, f.path, Number.MAX_SAFE_INTEGER);
       if (!opened) throw changed(dir, f.path);
       const src = opened.fd;
-      // holes of a file stored whole are zero-filled, not read
-      const data = f.method === "stored" ? dataExtents(p) : { extents: [[0, f.size]] as Extent[], size: f.size };
       try {
+        const e = zip.add(f.entry, { deflate: f.method === "deflated", mode: f.mode, mtime: fstatSync(src).mtime, usize });
+        // holes of a file stored whole are zero-filled, not read (its extents from this descriptor, never the name again)
+        const data = f.method === "stored" ? dataExtentsOfFd(src) : { extents: [[0, f.size]] as Extent[], size: f.size };
         for (const [start, len] of ranges) {
           for (let done = 0; done < len; ) {
             const n = Math.min(PIECE, len - done);

@@ -6,7 +6,7 @@
  */
 import { Inflate } from "fflate";
 import * as v from "valibot";
-import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, statSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
 import type { Stats } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
@@ -20,8 +20,8 @@ import { assertNotNested, assertReplaceable, readManifest, replaceableKind, veri
 import { checkWorkProblem, imageBound } from "./chunks.ts";
 import { checkUnpackBounds } from "./unpack-bounds.ts";
 import { MANIFEST_FILE, parseManifest, type Manifest } from "./manifest.ts";
-import { dataExtents, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
-import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, type CdEntry } from "./zip.ts";
+import { dataExtentsOfFd, readSparse, writeSparse, type Extent } from "./sparse-extents.ts";
+import { badArchive as bad, centralDirectory, DEFLATE_MAX_RATIO, openArchiveFile, type CdEntry } from "./zip.ts";
 import { JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
 import {
   type ArchiveProgress,
@@ -195,7 +195,7 @@ async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promi
 
 /** The index of an archive (what `kerncap unpack` would write), without unpacking it. */
 export async function readPackIndex(archive: string): Promise<PackIndex> {
-  const fd = openSync(archive, "r");
+  const fd = openArchiveFile(archive);
   try {
     return await readIndex(archive, fd, centralDirectory(archive, fd, fstatSync(fd).size));
   } finally {
@@ -354,8 +354,8 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: Unpa
   const t0 = performance.now();
   const archive = resolve(archiveArg);
   if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
-  if (!statSync(archive).isFile()) throw new KerncapError("E_USAGE", `${archive} is not a file`, { hint: "Give the .zip that `kerncap pack` wrote." });
-  const fd = openSync(archive, "r");
+  // opened once and read from this descriptor only, its data extents too (adversary 68: a FIFO swapped in after the open hung unpack)
+  const fd = openArchiveFile(archive);
   let t: PrivateTemp | undefined;
   let dest: string | undefined;
   try {
@@ -380,7 +380,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: Unpa
     assertNotNested(dest); // unpacked inside a capture it would be that capture's content, never a capture
     // every check that needs no writing comes first: a refused archive leaves nothing behind
     const plan = await planUnpack(archive, fd, idx, entries, dest);
-    const data = dataExtents(archive);
+    const data = dataExtentsOfFd(fd);
     removeStale(dest, "unpack");
     // made 0700 and held open: every file goes in through its fd, never by a name another user may swap (src/util/write-file.ts)
     t = makePrivateTemp(tempFor(dest));
@@ -428,7 +428,6 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: Unpa
   }
 }
 
-/** Whether `path` is an archive that kerncap pack wrote: a zip whose central directory names ROOT/kerncap-pack.json. Never throws. */
 /**
  * Whether `path` begins as `kerncap pack` writes an archive, whatever follows: its first local file
  * header (ZIP's `PK\x03\x04` at offset 0) names `ROOT/kerncap-pack.json`, the index pack writes
@@ -439,7 +438,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: Unpa
 export function beginsAsPackArchive(path: string): boolean {
   let fd: number | undefined;
   try {
-    fd = openSync(path, "r");
+    fd = openArchiveFile(path);
     const head = Buffer.alloc(30 + 512);
     const n = readSync(fd, head, 0, head.length, 0);
     if (n < 30 || head.readUInt32LE(0) !== 0x04034b50) return false;
@@ -453,10 +452,11 @@ export function beginsAsPackArchive(path: string): boolean {
   }
 }
 
+/** Whether `path` is an archive that kerncap pack wrote: a zip whose central directory names ROOT/kerncap-pack.json. Never throws. */
 export async function isPackArchive(path: string): Promise<boolean> {
   let fd: number | undefined;
   try {
-    fd = openSync(path, "r");
+    fd = openArchiveFile(path);
     const entries = centralDirectory(path, fd, fstatSync(fd).size);
     return entries.some((e) => e.name.endsWith(`/${PACK_INDEX}`) && e.name.split("/").length === 2);
   } catch {

@@ -24,7 +24,7 @@
  * unzip names an entry by its Info-ZIP Unicode Path field (0x7075), kerncap by the header's name.
  */
 import { Deflate } from "fflate";
-import { ftruncateSync, readSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, writeSync } from "node:fs";
 import { KerncapError, withPath } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { writeSparse } from "./sparse-extents.ts";
@@ -500,4 +500,16 @@ export class ZipWriter {
     }
     return this.pos;
   }
+}
+
+/**
+ * An archive opened for reading: O_NONBLOCK (a FIFO named as the archive, or renamed over it, is
+ * never waited on: adversary 68), then fstat; read from this descriptor only. The caller closes it.
+ * @throws KerncapError E_USAGE when it is no regular file (a FIFO, a device, a folder); the open's own error (ENOENT…)
+ */
+export function openArchiveFile(archive: string): number {
+  const fd = openSync(archive, constants.O_RDONLY | constants.O_NONBLOCK);
+  if (fstatSync(fd).isFile()) return fd;
+  closeSync(fd);
+  throw new KerncapError("E_USAGE", `${archive} is not a file`, { hint: "Give the .zip that `kerncap pack` wrote." });
 }

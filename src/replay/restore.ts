@@ -20,7 +20,8 @@ import type { ReplayResult } from "./result.ts";
 export class Restorer {
   registered = 0;
   staged = 0;
-  private img: FileImage;
+  /** memory/before.bin as restored (its descriptor: the session's images must be this file, FileImage.sameFile). */
+  readonly img: FileImage;
   private pinned: Uint8Array | undefined;
   private stage: Uint8Array | undefined;
   private canRegister = true;

@@ -9,7 +9,7 @@ import { chunkExpectation } from "../format/chunks.ts";
 import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
 import { openImageInCapture, type FileImage } from "../format/file-image.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { capturePath, readCaptureBytes } from "../format/paths.ts";
+import { capturePath, changed, readCaptureBytes } from "../format/paths.ts";
 import { checksumsChecked } from "../format/received.ts";
 import { timingOverride } from "../env.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
@@ -175,6 +175,7 @@ class Session implements ReplaySession {
     this.C = m.memory.chunkBytes;
     this.changed = new ChangedChunks(be, m, restorer);
     this.images = { before: openImageInCapture(dir, m.memory.before), after: openImageInCapture(dir, m.memory.after) };
+    if (restorer.img.size && !this.images.before.sameFile(restorer.img)) throw changed(dir, m.memory.before); // restored from one file, compared with another
     this.regionExpect = m.regions.map((r) => chunkExpectation(r, this.C));
     this.judging = judgingInEffect(dir, m).settings; // a received capture's only once accepted (./judge-settings.ts judgingInEffect)
   }
@@ -481,11 +482,10 @@ class Session implements ReplaySession {
     module: ReplayResult["module"];
     state: KeptState | undefined;
   }): Promise<Prepared> {
-    const { dir, be, scanner, C } = this;
+    const { dir, be, scanner, C, images } = this;
     const { o, params, globals, launch, restoreChanged, timed, module, state } = k;
     const m = this.manifest;
     const { verifySeconds } = this.opened;
-    const images = this.images;
     log.debug(
       `launching grid ${m.launch.grid} block ${m.launch.block} with ${params.byteLength} parameter bytes, ${Math.max(1, o.runs ?? (o.nondeterministic ? 8 : 3))} checked runs`,
     );

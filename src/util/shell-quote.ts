@@ -23,15 +23,19 @@ export function shownWord(word: string): string {
   return hasEscapedCharacters(word) ? ansiC(word) : shellQuote(word);
 }
 
-/** `word` as bash's $'…' (zsh and ksh read it too): \\ and \' escaped, C0 and DEL as \xNN, every other character escapeForTerminal escapes as \uNNNN or \UNNNNNNNN, the rest as it is. */
+/**
+ * `word` as bash's $'…' (zsh and ksh read it too): \\ and \' escaped, every character
+ * escapeForTerminal escapes as its UTF-8 bytes, each \xHH, the rest as it is. Bytes, not \uNNNN:
+ * bash expands \u only where the locale can encode the character, and in the C/POSIX locale (cron,
+ * ssh without AcceptEnv, many containers) leaves the six characters `\u202E`, another name
+ * (adversary 68); \xHH is the same byte in every locale.
+ */
 function ansiC(word: string): string {
   let out = "";
   for (const c of word) {
-    const n = c.codePointAt(0)!;
     if (c === "\\" || c === "'") out += `\\${c}`;
     else if (!hasEscapedCharacters(c)) out += c;
-    else if (n < 0x80) out += `\\x${n.toString(16).padStart(2, "0")}`;
-    else out += n > 0xffff ? `\\U${n.toString(16).padStart(8, "0")}` : `\\u${n.toString(16).padStart(4, "0")}`;
+    else for (const b of new TextEncoder().encode(c)) out += `\\x${b.toString(16).padStart(2, "0")}`;
   }
   return `$'${out}'`;
 }

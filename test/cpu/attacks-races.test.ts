@@ -440,3 +440,57 @@ describe("the temp folder of unpack, export and demo swapped for a folder of lin
     expect(statSync(join(mine, "exp")).mode & 0o022).toBe(0);
   });
 });
+
+describe("a FIFO renamed over a file after kerncap opened it (adversary 68)", () => {
+  const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
+  const swapper = join(tempDir(), "swap-on-open");
+  const hasGcc = Bun.spawnSync(["gcc", "-O1", "-o", swapper, join(import.meta.dir, "helpers/swap-on-open.c")]).exitCode === 0;
+
+  /** Run `kerncap ARGS` while swap-on-open renames `src` over `dst` at the `nth` open of `dir/name`; kerncap gets 20 s (SIGKILL after). */
+  async function raced(args: string[], watch: { dir: string; name: string; nth: number; src: string; dst: string }) {
+    const w = Bun.spawn([swapper, watch.dir, watch.name, String(watch.nth), watch.src, watch.dst], { stdout: "pipe", stderr: "ignore" });
+    const reader = w.stdout.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain("ready");
+    const t0 = performance.now();
+    const k = Bun.spawn([process.execPath, MAIN, ...args], { stdout: "pipe", stderr: "pipe", timeout: 20_000, killSignal: "SIGKILL" });
+    const code = await k.exited;
+    const err = await new Response(k.stderr).text();
+    w.kill();
+    return { code, err, seconds: (performance.now() - t0) / 1000, swapped: (await w.exited) === 0 };
+  }
+
+  test.skipIf(!hasGcc)("pack: a source file turned FIFO after its first open is refused at once, never waited on (it hung past SIGTERM)", async () => {
+    const d = tempDir();
+    const cap = join(d, "cap");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"));
+    writeFileSync(join(cap, "src", "saxpy.cu"), "__global__ void k() {}\n");
+    execFileSync("mkfifo", [join(d, "fifo")]);
+    const r = await raced(["pack", cap, "-o", join(d, "out.zip")], {
+      dir: join(cap, "src"),
+      name: "saxpy.cu",
+      nth: 1,
+      src: join(d, "fifo"),
+      dst: join(cap, "src", "saxpy.cu"),
+    });
+    expect(r.swapped).toBe(true);
+    expect(r.code, r.err).toBe(2);
+    expect(r.err).toMatch(/E_UNSAFE_PATH|E_PACK_LINK|changed while/);
+    expect(r.seconds).toBeLessThan(15);
+    expect(existsSync(join(d, "out.zip"))).toBe(false);
+  });
+
+  test.skipIf(!hasGcc)("unpack: the archive renamed over by a FIFO after its open is read from the descriptor opened: unpacked whole", async () => {
+    const d = tempDir();
+    const cap = join(d, "cap");
+    const m = await makeCapture(cap);
+    const zip = join(d, "drop", "cap.zip");
+    mkdirSync(join(d, "drop"));
+    await packCapture(cap, zip);
+    execFileSync("mkfifo", [join(d, "drop", "fifo")]);
+    const r = await raced(["unpack", zip, "-o", join(d, "got")], { dir: join(d, "drop"), name: "cap.zip", nth: 1, src: join(d, "drop", "fifo"), dst: zip });
+    expect(r.swapped).toBe(true);
+    expect(r.code, r.err).toBe(0);
+    expect(Buffer.compare(readFileSync(join(d, "got", m.memory.before)), readFileSync(join(cap, m.memory.before)))).toBe(0);
+  });
+});

@@ -47,3 +47,18 @@ test("an image others may write is read with pread, never mapped; cut short duri
   writeFileSync(path, ""); // emptied: truncated too, said as such
   expect(() => verifyChunks(dir, readManifest(dir))).toThrow(/is truncated/);
 });
+
+test("sameFile: two opens of one image are one file; a file renamed over the name between them is another (the replay then refuses: restored from one, compared with another)", async () => {
+  const dir = join(tempDir(), "cap");
+  const m = await makeCapture(dir);
+  const path = join(dir, m.memory.before);
+  const a = openImageInCapture(dir, m.memory.before);
+  const b = openImageInCapture(dir, m.memory.before);
+  expect(a.sameFile(b)).toBe(true);
+  writeFileSync(`${path}.new`, readFileSync(path)); // the same bytes, another file
+  renameSync(`${path}.new`, path);
+  const c = openImageInCapture(dir, m.memory.before);
+  expect(a.sameFile(c)).toBe(false);
+  for (const img of [a, b, c]) img.close();
+  expect(a.sameFile(b)).toBe(false); // closed: no descriptor to compare
+});

@@ -1,15 +1,16 @@
 /**
  * src/util/shell-quote.ts shownWord (and shellPath): a suggested command's word, shown through the terminal escaping
  * (src/escape.ts) and pasted into bash, is the same word (adversary 67: a folder named with U+202E
- * was shown as '…\u202e…' inside single quotes, and the pasted command named another folder).
+ * was shown as '…\u202e…' inside single quotes, and the pasted command named another folder), in
+ * every locale (adversary 68: $'\u202e' is six characters to bash in the C locale).
  */
 import { expect, test } from "bun:test";
 import { escapeForTerminal } from "../../../src/escape.ts";
 import { shellPath, shellQuote, shownWord } from "../../../src/util/shell-quote.ts";
 
-/** What bash makes of `quoted` as one word of a command line. */
-function bashReads(quoted: string): string {
-  const p = Bun.spawnSync(["bash", "-c", `printf '%s' ${quoted}`], { env: { ...process.env, LC_ALL: "C.UTF-8" }, stdout: "pipe" });
+/** What bash, in the locale `locale`, makes of `quoted` as one word of a command line. */
+function bashReads(quoted: string, locale = "C.UTF-8"): string {
+  const p = Bun.spawnSync(["bash", "-c", `printf '%s' ${quoted}`], { env: { ...process.env, LC_ALL: locale, LANG: locale }, stdout: "pipe" });
   return p.stdout.toString();
 }
 
@@ -31,9 +32,12 @@ test("every word, shown on a terminal and pasted into bash, reads back as itself
     const shown = escapeForTerminal(shownWord(word), { oneLine: true });
     expect(shown, JSON.stringify(word)).toBe(shownWord(word)); // nothing left for the terminal escaping to change
     expect(bashReads(shown), JSON.stringify(word)).toBe(word);
+    // the C/POSIX locale (cron, ssh without AcceptEnv, containers) too: bash leaves \u202E there as six characters, another
+    // name (adversary 68); the character's UTF-8 bytes as \xHH are the same word in every locale
+    expect(bashReads(shown, "C"), JSON.stringify(word)).toBe(word);
   }
-  expect(shownWord("c\u202eodd")).toBe("$'c\\u202eodd'");
-  expect(shellPath("-c\u202e")).toBe("$'./-c\\u202e'"); // a path shown to paste, as a word
+  expect(shownWord("c\u202eodd")).toBe("$'c\\xe2\\x80\\xaeodd'");
+  expect(shellPath("-c\u202e")).toBe("$'./-c\\xe2\\x80\\xae'"); // a path shown to paste, as a word
   expect(shownWord("my cap")).toBe("'my cap'"); // plain characters keep single quotes
   expect(shellQuote("a\nb")).toBe("'a\nb'"); // a script's word: as bash reads it written
 });

@@ -1,0 +1,78 @@
+/**
+ * Names and files another local user plants where kerncap reads (adversary 68): a FIFO or a link
+ * to /dev/zero at a destination's kerncap.json (replaceableKind read it by name, blocking and
+ * unbounded: unpack and demo hung, or grew to 6 GiB), a folder name that is not UTF-8 (Bun reads
+ * it as another name: `check` called the capture a dangling link, an argument named another
+ * folder).
+ */
+import { expect, test } from "bun:test";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { discoverCaptures } from "../../src/check/discover.ts";
+import { assertReplaceable, replaceableKind } from "../../src/format/capture-dir.ts";
+import { refuseNotUtf8Arguments } from "../../src/cli/args.ts";
+import { KerncapError } from "../../src/errors.ts";
+import { makeCapture, tempDir } from "./fixtures.ts";
+
+const MAIN = resolve(import.meta.dir, "../../src/cli/main.ts");
+
+test("a destination whose kerncap.json is a FIFO or a link to /dev/zero is no capture: refused at once (E_EXISTS), never read", () => {
+  const d = tempDir();
+  mkdirSync(join(d, "fifo"));
+  execFileSync("mkfifo", [join(d, "fifo", "kerncap.json")]);
+  mkdirSync(join(d, "zero"));
+  symlinkSync("/dev/zero", join(d, "zero", "kerncap.json"));
+  mkdirSync(join(d, "set"));
+  execFileSync("mkfifo", [join(d, "set", "kerncap-captures.json")]);
+  for (const dest of ["fifo", "zero", "set"]) {
+    const t0 = performance.now();
+    expect(replaceableKind(join(d, dest)), dest).toBe(false);
+    let err: unknown;
+    try {
+      assertReplaceable(join(d, dest), true);
+    } catch (e) {
+      err = e;
+    }
+    expect((err as KerncapError).code, dest).toBe("E_EXISTS");
+    expect(performance.now() - t0).toBeLessThan(2000);
+  }
+  // a link to a capture is not followed either: --force replaces no folder through a link
+  const cap = join(d, "cap");
+  mkdirSync(cap);
+  writeFileSync(join(cap, "kerncap.json"), JSON.stringify({ format: "kerncap-capture" }));
+  symlinkSync(cap, join(d, "link"));
+  expect(replaceableKind(join(d, "link"))).toBe(false);
+});
+
+test("a capture folder whose name is not UTF-8 is passed over by check's walk, said so (it was called a dangling symbolic link)", async () => {
+  const d = tempDir();
+  await makeCapture(join(d, "plain"));
+  execFileSync("sh", ["-c", `mv "$0/plain" "$0/$(printf 'c\\377odd')"`, d]); // a name only bytes can give
+  await makeCapture(join(d, "fine"));
+  const found = await discoverCaptures([d]);
+  expect(found.captures.map((c) => c.id)).toEqual([`${d.split("/").at(-1)}/fine`]);
+  const over = found.passedOver.find((p) => p.reason.includes("not UTF-8"));
+  expect(over?.path).toBe(join(d, "c\u00ffodd"));
+  expect(over?.warn).toBe(true);
+  expect(found.passedOver.some((p) => p.reason.includes("dangling"))).toBe(false);
+});
+
+test("an argument that is not UTF-8 is refused (E_USAGE, exit 2) naming its bytes; it named another folder (U+FFFD)", () => {
+  const d = tempDir();
+  const p = Bun.spawnSync(["sh", "-c", `exec "$0" "$1" validate "$(printf '${d}/c\\377odd')" --build-only --json`, process.execPath, MAIN], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  expect(p.exitCode).toBe(2);
+  const doc = JSON.parse(p.stdout.toString());
+  expect(doc.error.code).toBe("E_USAGE");
+  expect(doc.error.message).toContain("c\\xffodd) is not UTF-8");
+  // the bytes come from /proc/self/cmdline: a stand-in with valid UTF-8 (U+FFFD itself included) passes, the verb's words numbered from 1
+  const ok = join(d, "cmdline-ok");
+  writeFileSync(ok, Buffer.from("kerncap\0inspect\0c\u00e9\ufffd\0"));
+  refuseNotUtf8Arguments(2, ok);
+  const bad = join(d, "cmdline-bad");
+  writeFileSync(bad, Buffer.concat([Buffer.from("bun\0main.ts\0inspect\0c"), Buffer.from([0xc3, 0x28]), Buffer.from("\0")]));
+  expect(() => refuseNotUtf8Arguments(2, bad)).toThrow(/argument 2 \(c\\xc3\(\) is not UTF-8/);
+});
