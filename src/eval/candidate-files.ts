@@ -9,6 +9,7 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, read
 import { basename, join, relative, sep } from "node:path";
 import { KerncapError, systemError, whileReading } from "../errors.ts";
 import { escapedForMessage, unportableName } from "../format/archive-common.ts";
+import { openFileWalk } from "../format/paths.ts";
 import type { Candidate, CandidateKind } from "./candidates.ts";
 
 /** The largest candidate file or tree read (bytes): sources, not data. */
@@ -58,13 +59,18 @@ export function readCandidateFile(root: string, rel: string, seen: Stats): Buffe
     new KerncapError("E_CANDIDATE", `candidate ${root}${rel ? `: ${rel}` : ""} ${why}`, {
       hint: "A candidate is read with no link followed; give it as regular files in a folder no one else changes while kerncap eval reads it.",
     });
-  let fd: number;
+  let fd: number | undefined;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    // a file of a tree through its folders opened one by one, no link followed (src/format/paths.ts openFileWalk): a
+    // folder swapped for a link after the walk listed it is refused, never read through (adversary 68's lead)
+    fd = rel ? openFileWalk(root, rel) : openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ELOOP") throw refuse("is a symbolic link");
+    if (e instanceof KerncapError && e.code === "E_UNSAFE_PATH")
+      throw refuse("changed while kerncap read it (it, or a folder on its way, is a symbolic link now)");
     throw systemError(whileReading(e, path)) ?? e;
   }
+  if (fd === undefined) throw refuse("is gone (removed while kerncap read the candidate)");
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw refuse("is not a regular file");

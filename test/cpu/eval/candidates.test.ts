@@ -4,9 +4,10 @@
  * build compiles), refused by name before any build as E_CANDIDATE.
  */
 import { expect, test } from "bun:test";
-import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
+import { readCandidateFile } from "../../../src/eval/candidate-files.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
 import { log } from "../../../src/log.ts";
 
@@ -351,4 +352,20 @@ test("a tree candidate holding a hidden name or a tool's file (.fast.cuh, .git/c
   expect(c.kind).toBe("tree");
   await materialise(cap, c, join(d, "copy"));
   expect(readFileSync(join(d, "copy/src/util.h"), "utf8")).toBe("#define TWO 2.0f\n");
+});
+
+test("a candidate tree's file is read through its folders with no link followed: a folder that is a link by the time it is read is refused (adversary 68's lead)", () => {
+  const d = tempDir();
+  const cand = join(d, "cand");
+  mkdirSync(join(cand, "sub"), { recursive: true });
+  writeFileSync(join(cand, "sub", "k.cu"), "__global__ void k() {}\n");
+  const other = join(d, "other");
+  mkdirSync(other);
+  writeFileSync(join(other, "k.cu"), "PRIVATE\n");
+  expect(readCandidateFile(cand, "sub/k.cu", lstatSync(join(cand, "sub", "k.cu"))).toString()).toContain("__global__");
+  // sub/ swapped for a link after the walk's lstat of it, before its listing: the walk's lstat of the file went through the link
+  renameSync(join(cand, "sub"), join(d, "sub.away"));
+  symlinkSync(other, join(cand, "sub"));
+  const seen = lstatSync(join(cand, "sub", "k.cu")); // other/k.cu, as the walk would have seen it
+  expect(() => readCandidateFile(cand, "sub/k.cu", seen)).toThrow(/symbolic link/);
 });
