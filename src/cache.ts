@@ -371,7 +371,7 @@ export function privateTempFolder(prefix: string, base = tmpdir()): string {
  * @throws KerncapError E_TMPDIR (privateTempFolder's)
  */
 export function assertTmpdirUsable(base = tmpdir()): void {
-  rmSync(privateTempFolder("kerncap-check-", base), { recursive: true, force: true });
+  rmSync(privateTempFolder("kerncap-tmpdir-", base), { recursive: true, force: true });
 }
 
 /**

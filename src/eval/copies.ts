@@ -4,6 +4,7 @@
  * each copy lives only while its build runs (candidateFolders).
  */
 import {
+  accessSync,
   chmodSync,
   closeSync,
   constants,
@@ -69,7 +70,7 @@ export interface CandidateFolders {
  * (other shards) build beside each other.
  */
 export function candidateFolders(dir: string, building: readonly Candidate[], buildDir?: (c: Candidate) => string, confine = false): CandidateFolders {
-  const theirs = building.length ? notYours(dir) : undefined;
+  const theirs = building.length ? (notYours(dir) ?? unwritable(dir)) : undefined;
   // a copy is one eval's at a time (the locks, EVAL_LOCK): another eval of one of these candidates running has this one build in a private folder (nu7 #10: two evals raced in one copy)
   const locked =
     building.length && !buildDir && !theirs && !confine
@@ -132,6 +133,20 @@ export function candidateFolders(dir: string, building: readonly Candidate[], bu
   const work = locked?.work ?? join(dir, EVAL_WORK_DIR);
   const release = locked ? () => unlockWorkDir(locked.lock) : () => {};
   return { dest: (c: Candidate) => buildDir?.(c) ?? join(work, copyName(c.id)), private: false, settle: (_c, b) => b, judged: () => {}, dispose: release };
+}
+
+/** Why this user may not write the capture folder or its build/ (a read-only copy, a read-only mount), or undefined: its candidates then build in a private folder. */
+function unwritable(dir: string): string | undefined {
+  for (const p of [dir, join(dir, "build")]) {
+    try {
+      accessSync(p, constants.W_OK);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") continue;
+      return `you may not write ${p === dir ? "it" : "its build/"}${code === "EROFS" ? ": a read-only file system" : ""}`;
+    }
+  }
+  return undefined;
 }
 
 /** The lock files of DIR/build/eval: `.kerncap-eval-<pid>-<token>.lock`, one per eval (and the single `.kerncap-eval.lock` of kerncap before it). */

@@ -264,16 +264,17 @@ function cleanPart(capFd: number, dir: string, path: CleanPart, dryRun: boolean)
     const staleSize = stale.reduce((a, n) => add(a, partSize(parentFd, n)), { bytes: 0, files: 0 });
     const withStale = (size: { bytes: number; files: number } | undefined): CleanedPart | undefined =>
       size || stale.length ? { path, ...add(staleSize, size) } : undefined;
-    if (dryRun) return withStale(partSize(parentFd, name));
-    for (const n of stale) rmSync(fdPath(parentFd, n), { recursive: true, force: true });
-    if (!lstatSync(fdPath(parentFd, name), { throwIfNoEntry: false })) return withStale(undefined);
+    const present = Boolean(lstatSync(fdPath(parentFd, name), { throwIfNoEntry: false }));
     try {
-      accessSync(fdPath(parentFd), constants.W_OK);
+      if (present || stale.length) accessSync(fdPath(parentFd), constants.W_OK); // a dry run says the refusal the clean would meet
     } catch {
       throw new KerncapError("E_IO", `cannot remove ${join(dir, path)}: you may not write ${below === undefined ? dir : join(dir, below)}`, {
         hint: "Clean a capture of your own, or ask its owner to (kerncap clean DIR).",
       });
     }
+    if (dryRun) return withStale(partSize(parentFd, name));
+    for (const n of stale) rmSync(fdPath(parentFd, n), { recursive: true, force: true });
+    if (!present) return withStale(undefined);
     const holder = makePrivateTemp(fdPath(parentFd, cleanHolderName(name)));
     try {
       try {

@@ -13,6 +13,7 @@
 import { shellPath } from "../util/shell-quote.ts";
 import { KerncapError } from "../errors.ts";
 import { readManifest } from "../format/capture-dir.ts";
+import { assertRebuildWritable } from "../frontends/build.ts";
 import { frontendOf, frontends } from "../frontends/index.ts";
 import type { TuneResult, TuneSweepOptions } from "../frontends/tune.ts";
 import { withAslrRetry } from "../replay/aslr.ts";
@@ -31,6 +32,7 @@ export async function tuneCapture(dir: string, o: TuneOptions): Promise<TuneResu
   const m = readManifest(dir);
   const fe = frontendOf(m);
   checkMultiset(dir, m, o.multiset); // a --multiset region the capture lacks: a usage error before any build
+  assertRebuildWritable(dir); // the configs build under DIR/build/tune: a read-only folder said as such, not as each config's failure
   if (o.confine) requireRenderedBuild(dir, m, "tune"); // confined: only the build kerncap wrote, before anything of the capture runs
   // each config's build runs the capture's build.sh (Triton: imports its Python under src/ with pinned.json's interpreter): code, as validate's build is
   // confined (kerncap mcp): the refusal carries what would run, for an agent that reads the error document, not stderr

@@ -12,7 +12,7 @@
  */
 import { shellPath } from "../util/shell-quote.ts";
 import { createHash } from "node:crypto";
-import { rmSync } from "node:fs";
+import { accessSync, constants, rmSync } from "node:fs";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -101,10 +101,18 @@ function readStored(dir: string): { settings: JudgeSettings; file: string } | un
 /**
  * Store `s` as the capture's settings (replacing any), or remove the file when `s` is empty.
  * @returns the file's path, or undefined when none is left
- * @throws KerncapError E_USAGE (checkSettings), E_UNSAFE_PATH / E_IO (writeInCapture)
+ * @throws KerncapError E_USAGE (checkSettings), E_IO (a folder this user may not write), E_UNSAFE_PATH / E_IO (writeInCapture)
  */
 export function writeJudging(dir: string, s: JudgeSettings): string | undefined {
   const c = canonical(checkSettings(s));
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch {
+    // a read-only copy or mount: said as such, not as the temp file's EROFS with another verb's hint (a new user's finding)
+    throw new KerncapError("E_IO", `${shellPath(dir)} is not writable: kerncap judge stores the capture's settings in it (${JUDGE_FILE})`, {
+      hint: "Give the judging options on the command line of replay, validate or check for a run (--rtol, --atol, --dtype, --multiset), or judge a copy of your own (kerncap pack, then kerncap unpack).",
+    });
+  }
   if (!Object.keys(c).length) {
     // an empty setting is no file: the capture is judged as captured (resolved inside the folder, never through a link)
     const { path, stats } = resolveInCapture(dir, JUDGE_FILE);

@@ -48,4 +48,32 @@ describe("a read-only capture folder", () => {
     },
     30_000,
   );
+
+  test.skipIf(!nobodyCanRun())(
+    "tune, judge and clean --dry-run say the folder is not writable (E_IO, exit 2), not a build failure, a temp file's error, or a removal that will not happen",
+    async () => {
+      const dir = join(root, "cap2");
+      await makeCapture(dir);
+      Bun.spawnSync(["mkdir", "-p", join(dir, "build", "eval")]);
+      chmodSync(root, 0o777);
+      expect(Bun.spawnSync(["chmod", "-R", "a-w,a+rX", dir]).exitCode).toBe(0);
+      const env = { ...process.env, HOME: root, TMPDIR: root };
+      const run = (...args: string[]) => {
+        const p = Bun.spawnSync([...AS_NOBODY, process.execPath, MAIN, ...args, "--json"], { stdout: "pipe", stderr: "pipe", env });
+        return { code: p.exitCode, doc: JSON.parse(p.stdout.toString() || "{}") };
+      };
+      const tune = run("tune", dir, "--build-only", "--maxrregcount", "32");
+      expect(tune.code).toBe(2);
+      expect(tune.doc.error.code).toBe("E_IO");
+      expect(tune.doc.error.message).toContain("is not writable");
+      const judge = run("judge", dir, "--rtol", "1e-3");
+      expect(judge.code).toBe(2);
+      expect(judge.doc.error.message).toContain("kerncap judge stores the capture's settings in it");
+      expect(judge.doc.error.hint).not.toContain("--out");
+      const clean = run("clean", dir, "--dry-run");
+      expect(clean.code).toBe(2);
+      expect(clean.doc.error.message).toMatch(/cannot remove .*build.*you may not write/);
+    },
+    30_000,
+  );
 });
