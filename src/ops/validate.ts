@@ -10,7 +10,9 @@
  * One validate costs about the build plus the launches and compare, not build + context +
  * restore: the replay's set-up runs while the reproducer builds.
  */
+import { rmSync } from "node:fs";
 import { resolve } from "node:path";
+import { folderInCapture } from "../format/paths.ts";
 import { confinementFor, type Confinement } from "../frontends/sandbox.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -169,6 +171,8 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
   const m = c.manifest;
   refuseWithoutValidate(c);
   const t0 = performance.now();
+  const archDir = o.targetArch && /^[a-z0-9_]+$/.test(o.targetArch) ? `build/${o.targetArch}` : undefined;
+  const hadArchDir = archDir !== undefined && folderInCapture(c.dir, archDir) !== undefined;
   const b = await startRebuild(c.dir, m, {
     quiet: o.quiet,
     force: o.force,
@@ -177,11 +181,15 @@ export async function buildOnce(c: OpenedCapture, o: ValidateOptions): Promise<B
     ...(o.targetArch ? { targetArch: o.targetArch } : {}),
   }).built.catch((e: unknown) => {
     // an --arch the compiler does not know is the command line's fault, not the source's (a new user's finding: E_BUILD, "fix the compile error")
-    if (o.targetArch && isKerncapError(e) && e.code === "E_BUILD" && /Unsupported gpu architecture/.test(e.message))
+    if (o.targetArch && isKerncapError(e) && e.code === "E_BUILD" && /Unsupported gpu architecture/.test(e.message)) {
+      // a usage error leaves nothing behind: the folder this build made for the refused architecture goes (a new user's finding)
+      const made = archDir && !hadArchDir ? folderInCapture(c.dir, archDir) : undefined;
+      if (made) rmSync(made, { recursive: true, force: true });
       throw new KerncapError("E_USAGE", `--arch ${o.targetArch}: the build's nvcc does not compile for it (nvcc fatal: Unsupported gpu architecture)`, {
         hint: "`nvcc --list-gpu-arch` lists the architectures this nvcc compiles for (compute_NN: give --arch sm_NN); NVCC=/path/to/nvcc picks another toolkit.",
         cause: e,
       });
+    }
     throw e;
   });
   // another architecture's module: its figures read for that architecture (the captured module's beside it, as captured)

@@ -115,6 +115,8 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
       expect(bad.stderr.toString()).toContain(`E_USAGE: `);
       expect(bad.stderr.toString()).toContain(said);
     }
+    expect(existsSync(join(dir, "build/sm_999"))).toBe(false); // a usage error leaves nothing behind (a new user's finding: build/sm_10/ stayed)
+    expect(existsSync(join(dir, "build/sm_80/kernel.cubin"))).toBe(true); // the folder of an architecture built before stays
     const flags = kerncap(["validate", dir, "--build-only", "--json"], { ...env, EXTRA_FLAGS: "-arch=sm_80" });
     const e = JSON.parse(flags.stdout.toString()).error;
     expect(e.message).toContain("is built for sm_80, not the captured sm_90");
