@@ -447,7 +447,8 @@ export function tuneTable<C>(rows: TuneRow<C>[]): string {
   const head = ["config", "verdict", "µs", "vs app", ...(regs ? ["regs"] : [])];
   const body = sorted.map((r) => [
     (r.label ?? configLabel(r.config as TuneConfig)) + (r.captured ? " (app)" : ""),
-    r.verdict,
+    // --build-only: the app's module is the capture's, never built (a new user's finding: "built", and not among the "N of N configs built")
+    r.captured && r.verdict === "built" ? "captured" : r.verdict,
     r.medianUs === null ? "-" : r.medianUs.toFixed(2),
     r.speedup === null ? "-" : `${r.speedup.toFixed(2)}×${r.vsApp && r.vsApp.verdict === "same" && r.vsApp.decided !== false ? " (same)" : ""}`,
     ...(regs ? [r.registers == null ? "-" : String(r.registers)] : []),

@@ -116,4 +116,14 @@ describe("tune: the table and the winner", () => {
     expect(line).toMatch(/0\.45×$/);
     expect(line).not.toContain("(same)");
   });
+
+  test("--build-only: the app's row says captured (its module is the capture's, never built), the configs built", () => {
+    const rows: TuneRow<unknown>[] = [
+      { config: {}, label: "captured module", captured: true, verdict: "built", medianUs: null, speedup: null, registers: 14 },
+      { config: {}, label: "maxrregcount=32", captured: false, verdict: "built", medianUs: null, speedup: null, registers: 14 },
+    ];
+    const lines = tuneTable(rows).split("\n");
+    expect(lines[1]).toMatch(/^captured module \(app\)\s+captured\s/);
+    expect(lines[2]).toMatch(/^maxrregcount=32\s+built\s/);
+  });
 });
