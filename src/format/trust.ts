@@ -75,7 +75,7 @@ export interface TrustGateOptions {
  * temporary folder it unpacked it into); `o.theirs`: why plain --trust is not enough besides the
  * folder's own files (check: "the archive A belongs to another user …", whose folder is a private
  * unpacked copy), and `o.theirsHint` the way out then, given the digest (default: BASE --trust=DIGEST); `o.shown`: where the messages say the files were printed
- * (default "printed above"; check's outcome is read in its table and results file, far from them).
+ * (default "shown above"; check's outcome is read in its table and results file, far from them).
  * @throws KerncapError E_UNTRUSTED (exit 2) naming why the capture counts as received,
  *   E_TRUST_CHANGED (exit 2), E_UNSAFE_PATH (a Triton kernel file outside src/)
  */
@@ -151,7 +151,8 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const base = o.command ?? `kerncap validate ${shellPath(dirArg)}`;
   const names = runs.files.map((f) => f.name).join(", ");
   const name = o.name ?? dirArg;
-  const shown = o.shown ?? "printed above";
+  // kerncap's own build.sh is listed (name, digest, flags), not printed: "printed above" named a print that never came (a new user's finding)
+  const shown = o.shown ?? "shown above";
   // the same facts for --json and MCP readers (kerncap.error/1 error.details): no digest to regex out of the prose
   const details = { trust: trustDetails(runs, base) };
   const show = () => {

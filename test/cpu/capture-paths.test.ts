@@ -370,7 +370,7 @@ describe("received captures: build.sh runs only after --trust", () => {
     writeFileSync(join(dir, "pinned.json"), JSON.stringify({ fnName: "k", python: "/opt/kc-missing/python3", kernelFile: "k.py" }));
     const err = captureStderr(() =>
       expect(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` })).toThrow(
-        /received capture .* what its build runs \(pinned.json, the interpreter pinned.json names: printed above; the digest of all of it: sha256 [0-9a-f]{64}\)/,
+        /received capture .* what its build runs \(pinned.json, the interpreter pinned.json names: shown above; the digest of all of it: sha256 [0-9a-f]{64}\)/,
       ),
     );
     expect(err).toContain("──── the interpreter pinned.json names (run with kerncap's repro.py) ────\n/opt/kc-missing/python3\n");
@@ -464,7 +464,7 @@ describe("received captures: build.sh runs only after --trust", () => {
     ] as const) {
       const e = doc(await c.callTool({ name, arguments: args })).error;
       expect(e.code, name).toBe("E_UNTRUSTED");
-      expect(e.message).not.toContain("printed above");
+      expect(e.message).not.toContain("shown above");
       expect(e.message).not.toContain("you pass --trust");
       expect(e.message).toContain(`──── end of build.sh ────`);
       expect(e.message).toContain(script);
@@ -494,7 +494,7 @@ describe("received captures: build.sh runs only after --trust", () => {
     expect(doc(v).error.hint).toContain("--trust-builds");
     // the agent sees the error document, not kerncap's stderr: build.sh is in the message, with its folder, size and SHA-256, and the digest to trust
     const script = readFileSync(join(dir, "build.sh"));
-    expect(doc(v).error.message).not.toContain("printed above");
+    expect(doc(v).error.message).not.toContain("shown above");
     expect(doc(v).error.message).toMatch(new RegExp(`what its build runs \\(build.sh, src/kernel.cu in ${realpathSync(dir)}; sha256 [0-9a-f]{64}; below\\)`));
     expect(doc(v).error.message).toContain(
       `──── build.sh (${script.length} bytes, sha256 ${new Bun.CryptoHasher("sha256").update(script).digest("hex")}) ────\n${script.toString("utf8")}──── end of build.sh ────`,

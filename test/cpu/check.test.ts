@@ -1200,7 +1200,7 @@ describe("the verb", () => {
     expect([refused.value.outcome, refused.value.code]).toEqual(["error", "E_UNTRUSTED"]);
     expect(refused.value.reason).toContain(zip);
     expect(refused.value.reason).not.toContain("kerncap-check-");
-    expect(refused.value.reason).not.toContain("printed above"); // the record and the table come after, far from the print
+    expect(refused.value.reason).not.toContain("shown above"); // the record and the table come after, far from the print
     expect(refused.err).toContain(`──── ${zip}`);
     expect(refused.err).toContain("──── build.sh ("); // kerncap's own: one line
     expect(refused.err).not.toContain("kerncap-check-");
