@@ -380,6 +380,8 @@ export function rankedTable(r: EvalReport): string {
   const uses = new Map<string, number>();
   for (const c of r.candidates) uses.set(c.label, (uses.get(c.label) ?? 0) + 1);
   const labelOf = (c: CandidateSummary) => (uses.get(c.label)! > 1 ? c.candidate : c.label);
+  // what ran: a build-only eval (or a merge of one) judged nothing, on no input, with no worker (nu14 #10)
+  const judged = r.records.some((x) => x.input !== BUILD_INPUT);
   const rows = r.candidates.map((c) => [
     c.rank !== null ? String(c.rank) : "-",
     c.verdict,
@@ -387,7 +389,8 @@ export function rankedTable(r: EvalReport): string {
     c.low !== null ? `${c.low.toFixed(2)}–${c.high!.toFixed(2)}` : "",
     c.registers !== null ? String(c.registers) : "",
     c.stackFrameBytes !== null ? String(c.stackFrameBytes) : "",
-    c.verdict === "built"
+    // no input judged (a build-only eval, and its merge, which knows no inputs: 0/1 there, 0/0 merged, a new user's finding)
+    c.verdict === "built" || (!judged && c.inputs[0]?.input === BUILD_INPUT)
       ? "—"
       : `${c.inputs.filter((i) => i.verdict === "match").length}/${c.inputs[0]?.input === BUILD_INPUT ? r.inputs.length : c.inputs.length}`,
     one(labelOf(c)),
@@ -404,8 +407,6 @@ export function rankedTable(r: EvalReport): string {
   const counts = EVAL_VERDICTS.filter((v) => s[v])
     .map((v) => `${s[v]} ${v}`)
     .join(", ");
-  // what ran: a build-only eval (or a merge of one) judged nothing, on no input, with no worker (nu14 #10)
-  const judged = r.records.some((x) => x.input !== BUILD_INPUT);
   const where = judged ? ` on ${plural(r.inputs.length, "input")}` : "";
   const times =
     r.dir === null
@@ -511,7 +512,11 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
         hint: "Nothing was merged. Give every shard's --jsonl file (a shard given no candidate writes one line that says so: give it too), or merge what is there with --partial (exit 2, the missing shards in missingShards).",
       },
     );
-  if (missing.length) log.warn(`merged without ${which} (--partial): ${missing.length === 1 ? "its" : "their"} candidates are not in this report`);
+  // the exit status 2 said where it is decided (a new user's finding: a WARN line alone, then exit 2)
+  if (missing.length)
+    log.error(
+      `merged without ${which} (--partial): ${missing.length === 1 ? "its" : "their"} candidates are not in this report; exit 2, the merge is incomplete`,
+    );
   // the shards K/N of one eval: records of another capture, input set, text of the sources or judging options are another
   // eval's, however genuine (adversary 48: capture B's shard 1/2 merged as capture A's); a file's records of an earlier
   // unsharded eval (appended: "ranks them all") are no shard's

@@ -290,6 +290,8 @@ test("the table: a label two candidates share is shown with its identity (nu13 #
   expect(t).not.toContain("one.cu@");
   expect(t.split("\n").find((l) => l.includes("one.cu"))).toMatch(/built\s+14\s+0\s+—\s+one\.cu/);
   expect(unjudgedLine(r, "jsonl", true)).toStartWith("1 of 4 candidates could not be built (error)");
+  // no input judged: a build's failure is a dash too, as its merge (which knows no inputs) shows it (0/1 in the run, 0/0 merged: a new user's finding)
+  expect(t.split("\n").find((l) => l.includes("bad.patch"))).toMatch(/error\s+—\s+bad\.patch/);
 });
 
 test("candidates of one verdict are ranked by label in numeric order: cand-2 before cand-10 (nu14 #10)", () => {
