@@ -281,7 +281,7 @@ export function judgingUnused(dir: string, m: Manifest): boolean {
 /** The one phrase inspect and judge put after settings that are not used (judgingNotOwn's `not`), with the way out. */
 export function notUsedNote(dir: string, not: { kind: "received" | "file"; why: string } | undefined, digest?: string): string {
   return !not || not.kind === "received"
-    ? `NOT USED: the sender's, until you accept them (${acceptCommand(dir, digest)})`
+    ? `NOT USED: they came with a received folder (a copy, an archive), until you accept them (${acceptCommand(dir, digest)})`
     : `NOT USED: ${not.why}, so they may be another user's; read them, then accept them (${acceptCommand(dir, digest)}) or make the file yours alone (chmod go-w)`;
 }
 

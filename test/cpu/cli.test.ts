@@ -584,7 +584,7 @@ const table: Record<keyof typeof commands, () => void> = {
       const shownDigest = createHash("sha256")
         .update(readFileSync(join(dir, "kerncap-judge.json")))
         .digest("hex");
-      const note = `NOT USED: the sender's, until you accept them (kerncap judge ${dir} --accept=${shownDigest})`;
+      const note = `NOT USED: they came with a received folder (a copy, an archive), until you accept them (kerncap judge ${dir} --accept=${shownDigest})`;
       expect(k("judge", dir).stdout.toString()).toBe(`judging settings: rtol 0.0001 (${join(dir, "kerncap-judge.json")}); ${note}\n`);
       expect(k("inspect", dir).stdout.toString()).toContain(`rtol 0.0001 (kerncap judge, kerncap-judge.json); ${note}\n`);
       const doc = JSON.parse(k("judge", dir, "--json").stdout.toString());
