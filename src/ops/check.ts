@@ -103,7 +103,12 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     }
     if (s.rebuild && reproducer) {
       // the capture's build lock held until the replay loaded the module (replayBeside releases it; the finally below too)
-      p.rebuilt = startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) }, true);
+      p.rebuilt = startRebuild(
+        dir,
+        m,
+        { quiet: true, quietStrategy: true, force: s.force, fullBuild: false, ...(otherArch ? { targetArch: here } : {}) },
+        true,
+      );
       if (otherArch) p.note = `rebuilt from its reproducer for ${here} (captured on ${m.device.arch})`;
     } else if (s.rebuild) p.note = "no reproducer to rebuild (the module has no source): the captured module replayed";
     const tr = performance.now();
@@ -163,7 +168,7 @@ async function buildOnly(
       code: "E_NO_REPRODUCER",
       reason: `no reproducer to rebuild (${frontendOf(m).validates ? "no build.sh" : `a ${frontendOf(m).name} capture is not rebuilt`}): nothing built (--build-only)`,
     };
-  const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
+  const b = await startRebuild(dir, m, { quiet: true, quietStrategy: true, force: s.force, fullBuild: false }).built;
   p.rebuild = rebuildRecord(b, m, null);
   return {
     outcome: "done",
@@ -188,7 +193,7 @@ async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s:
   } catch (e) {
     if (!reproducer || !isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
     checkChunksOnCpu(p); // a damaged memory image is said before the build, as the other files are
-    const b = await startRebuild(dir, m, { quiet: true, force: s.force, fullBuild: false }).built;
+    const b = await startRebuild(dir, m, { quiet: true, quietStrategy: true, force: s.force, fullBuild: false }).built;
     p.rebuild = rebuildRecord(b, m, null);
     throw new KerncapError("E_NO_GPU", `rebuilt by ${builderWords(b.builder)} in ${b.seconds.toFixed(2)} s (it compiles)${NOT_REPLAYED}${e.message}`, {
       ...(e.hint ? { hint: e.hint } : {}),

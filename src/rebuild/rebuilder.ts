@@ -122,6 +122,8 @@ export interface RebuilderOptions {
   confinedBy?: string;
   /** BuildOptions.userReadsMessages: a confined build of the user's command line (kerncap eval without --confine). */
   userReadsMessages?: boolean;
+  /** What the next validates will build (the pruned check's outcome) said at debug level only: a check worker, whose next run is no validate (a new user's finding: the note once per capture). */
+  quietStrategy?: boolean;
   /** BuildOptions.noteFor: whose build, said before build.sh's notes. */
   noteFor?: string;
   /** validate's strategy once checked (default: chooseStrategy by the measured costs; the tests fix one). */
@@ -577,7 +579,8 @@ export class Rebuilder {
     else {
       // what the next validate will do: the decision it takes from this record (not a promise made before it)
       const next = this.strategyOf({ ...check, schema: "kerncap.pruned-check/1", kerncap: TOOL_VERSION, at: "" }, cpus).strategy;
-      log.info(
+      const say = (text: string) => (this.o.quietStrategy ? log.debug(text) : log.info(text));
+      say(
         next === "race"
           ? `the next validates run build.sh and kerncap's pruned build (the kernel's part of the TU) side by side and replay the first that builds: both give the same machine code (${said})`
           : next === "pruned"
