@@ -23,6 +23,7 @@ import { KerncapError } from "../errors.ts";
 import { isTempName } from "../leftovers.ts";
 import { beginsAsPackArchive, isPackArchive } from "../format/archive.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
+import { assertNotNested } from "../format/capture-dir.ts";
 
 export interface CaptureRef {
   id: string;
@@ -138,6 +139,8 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
         hint: "Give capture folders, archives from `kerncap pack`, or folders holding them.",
       });
     const st = statSync(root);
+    // a folder inside a capture (cap/src) is its content, as every verb says (E_NESTED_CAPTURE), not a corpus without captures
+    if (st.isDirectory()) assertNotNested(root);
     if (st.isDirectory()) await walk(root, name);
     else if (st.isFile() && ((await isPackArchive(root)) || beginsAsPackArchive(root))) captures.push({ id: idName(name), path: root, kind: "archive" });
     else

@@ -151,8 +151,7 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   const base = o.command ?? `kerncap validate ${shellPath(dirArg)}`;
   const names = runs.files.map((f) => f.name).join(", ");
   const name = o.name ?? dirArg;
-  // kerncap's own build.sh is listed (name, digest, flags), not printed: "printed above" named a print that never came (a new user's finding)
-  const shown = o.shown ?? "shown above";
+  const shown = o.shown ?? "shown above"; // kerncap's own build.sh is listed, not printed ("printed above" named no print: a new user's finding)
   // the same facts for --json and MCP readers (kerncap.error/1 error.details): no digest to regex out of the prose
   const details = { trust: trustDetails(runs, base) };
   const show = () => {

@@ -76,3 +76,18 @@ test("an argument that is not UTF-8 is refused (E_USAGE, exit 2) naming its byte
   writeFileSync(bad, Buffer.concat([Buffer.from("bun\0main.ts\0inspect\0c"), Buffer.from([0xc3, 0x28]), Buffer.from("\0")]));
   expect(() => refuseNotUtf8Arguments(2, bad)).toThrow(/argument 2 \(c\\xc3\(\) is not UTF-8/);
 });
+
+test("check of a folder inside a capture (cap/src) is E_NESTED_CAPTURE naming the capture, as every verb says it (it was 'no captures under cap/src')", async () => {
+  const d = tempDir();
+  const cap = join(d, "cap");
+  await makeCapture(cap);
+  mkdirSync(join(cap, "src"), { recursive: true });
+  let err: unknown;
+  try {
+    await discoverCaptures([join(cap, "src")]);
+  } catch (e) {
+    err = e;
+  }
+  expect((err as KerncapError).code).toBe("E_NESTED_CAPTURE");
+  expect((err as KerncapError).message).toContain(`lies inside the capture`);
+});
