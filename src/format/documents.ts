@@ -442,6 +442,8 @@ export const DOCUMENTS = {
   "check-record": v.object({ ...id("check-record"), ...CheckRecord.entries }),
   eval: v.object({
     ...id("eval"),
+    /** What eval warned of on stderr about its command line (a capture folder given as a candidate, taken as an input); absent when nothing. */
+    warnings: v.optional(v.array(v.string())),
     /** The capture folder whose reproducer was built (the first input; null for --merge), and every input's identity. */
     dir: v.nullable(v.string()),
     inputs: v.array(v.string()),

@@ -1228,7 +1228,7 @@ test("Triton configs: one that changes a constexpr (the tile size) needs --grid;
 
 test("usage: the inputs come first; a candidate that is no file and no config is refused by name (E_USAGE, nothing evaluated)", async () => {
   const cap = await captureWithSource();
-  expect(splitPositionals([cap, "a.cu", "b.patch"])).toEqual({ dirs: [cap], candidates: ["a.cu", "b.patch"] });
+  expect(splitPositionals([cap, "a.cu", "b.patch"])).toEqual({ dirs: [cap], candidates: ["a.cu", "b.patch"], warnings: [] });
   expect(() => splitPositionals([cap])).toThrow(/no candidates given/);
   expect(() => splitPositionals(["a.cu", cap])).toThrow(/a\.cu is not a capture folder or a capture set/);
   expect(await thrownBy(() => splitPositionals(["a.cu", cap]))).toMatchObject({ code: "E_NOT_CAPTURE" }); // as every verb says it (nu10 #18a)

@@ -51,7 +51,7 @@ import { shellPath } from "../../util/shell-quote.ts";
  * @throws KerncapError E_USAGE when the first is no capture, or no candidate follows (naming the
  *   captures after the first, each taken as an input), or, `listed`, one is not a capture
  */
-export function splitPositionals(args: string[], listed = false): { dirs: string[]; candidates: string[] } {
+export function splitPositionals(args: string[], listed = false): { dirs: string[]; candidates: string[]; warnings: string[] } {
   let n = 0;
   const isInput = (p: string) =>
     existsSync(p) && statSync(p).isDirectory() && (existsSync(join(p, "kerncap.json")) || existsSync(join(p, "kerncap-captures.json")));
@@ -83,7 +83,7 @@ export function splitPositionals(args: string[], listed = false): { dirs: string
           hint: "Give the candidates in the list, or leave --candidate-list out and give them after the captures.",
         },
       );
-    return { dirs: args, candidates: [] };
+    return { dirs: args, candidates: [], warnings: [] };
   }
   if (n === args.length) {
     const shown = more.map((d) => printable(d)).join(", ");
@@ -99,12 +99,15 @@ export function splitPositionals(args: string[], listed = false): { dirs: string
       },
     );
   }
-  for (const d of more)
-    if (srcDiffers(args[0]!, d))
-      log.warn(
+  // said on stderr, and in the eval document's `warnings` (a script or an agent reads that, not stderr: a new user's finding)
+  const warnings = more
+    .filter((d) => srcDiffers(args[0]!, d))
+    .map(
+      (d) =>
         `${printable(d)} is a capture folder, taken as an input, and its src/ differs from ${printable(args[0]!)}'s: to evaluate its sources give ${printable(join(d, "src"))}`,
-      );
-  return { dirs: args.slice(0, n), candidates: args.slice(n) };
+    );
+  for (const w of warnings) log.warn(w);
+  return { dirs: args.slice(0, n), candidates: args.slice(n), warnings };
 }
 
 /** Whether two capture folders' src/ differ (a file of one missing in the other, or other bytes; links and other kinds compared by name only); false where either has none. */
@@ -295,6 +298,7 @@ export default defineCommand({
     }
     const positionals = (args._ as string[]).map(String);
     let report: EvalReport;
+    let warnings: string[] = [];
     if (args.merge) {
       if (!positionals.length) throw new KerncapError("E_USAGE", "--merge needs results files", { hint: "kerncap eval --merge shard-*.jsonl" });
       report = mergeEval(positionals, { partial: Boolean(args.partial) });
@@ -307,7 +311,9 @@ export default defineCommand({
           hint: "Give one of them: --build-only to compile every candidate here, --require-gpu to judge them and stop at once where there is no GPU.",
         });
       const list = args["candidate-list"] !== undefined ? String(args["candidate-list"]) : undefined;
-      const { dirs, candidates } = splitPositionals(positionals, list !== undefined);
+      const split = splitPositionals(positionals, list !== undefined);
+      const { dirs, candidates } = split;
+      warnings = split.warnings;
       const settings = evalSettings(args, rawArgs);
       const perGpu = intArg("workers-per-gpu", args["workers-per-gpu"], 1, 64, 1);
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
@@ -338,7 +344,7 @@ export default defineCommand({
         ...(args.json ? { onRecord: (r) => printJsonLine("eval-record", r) } : {}),
       });
     }
-    if (args.json) printJsonLine("eval", report);
+    if (args.json) printJsonLine("eval", warnings.length ? { ...report, warnings } : report);
     else printText(rankedTable(report) + "\n");
     if (report.exitCode === 2 && report.summary.error)
       log.error(unjudgedLine(report, args.merge ? "merge" : args.jsonl !== undefined ? "jsonl" : "none", Boolean(args["build-only"])));

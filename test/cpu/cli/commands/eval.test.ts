@@ -28,7 +28,8 @@ test("kerncap eval cap cap-good: cap-good is named as an input, with cap-good/sr
   const d = tempDir();
   writeFileSync(join(d, "k.cu"), "x");
   const warned = await output(() => splitPositionals([cap, good, join(d, "k.cu")]));
-  expect(warned.value).toEqual({ dirs: [cap, good], candidates: [join(d, "k.cu")] });
+  const said = `${good} is a capture folder, taken as an input, and its src/ differs from ${cap}'s: to evaluate its sources give ${join(good, "src")}`;
+  expect(warned.value).toEqual({ dirs: [cap, good], candidates: [join(d, "k.cu")], warnings: [said] }); // the eval document's warnings too
   expect(warned.err).toContain(
     `${good} is a capture folder, taken as an input, and its src/ differs from ${cap}'s: to evaluate its sources give ${join(good, "src")}`,
   );
