@@ -19,6 +19,7 @@
  * that fails goes to the fallback, and if that fails too, to a new private folder (mkdtemp, 0700)
  * for this process, each time with a warning naming the folder and why.
  */
+import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, isAbsolute, join, parse, resolve, sep } from "node:path";
@@ -338,7 +339,9 @@ export function privateTempFolder(prefix: string, base = tmpdir()): string {
     throw new KerncapError("E_TMPDIR", `TMPDIR ${JSON.stringify(base)} holds $, \`, ", \\ or a newline, which a compiler's shell steps would read as code`, {
       hint: "Set TMPDIR to a folder of your own whose path has none of them (e.g. mkdir -m 700 ~/tmp && export TMPDIR=~/tmp).",
     });
-  const risk = privateFolderRisk(join(base, `${prefix}x`));
+  // TMPDIR and the folders above it, judged through a name no one can have made beforehand (adversary 69: another user's
+  // empty /tmp/kerncap-eval-x, at the fixed name judged, made every other user's eval refuse TMPDIR); mkdtemp's folder is checked below
+  const risk = privateFolderRisk(join(base, `${prefix}${randomBytes(9).toString("hex")}`));
   if (risk)
     throw new KerncapError("E_TMPDIR", `TMPDIR ${base} is not safe for kerncap's private folders: ${risk}; another user could swap them`, {
       hint,

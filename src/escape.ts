@@ -79,3 +79,27 @@ export function jsonText(value: unknown, indent?: number): string {
       .join(""),
   );
 }
+
+/** A UTF-16 surrogate without its pair: such a string has no UTF-8 form (each file-system call would name the file with U+FFFD in its place). */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Where in `value` (a parsed JSON document: MCP tool arguments, a candidate list) a string holds a
+ * lone surrogate (JSON's `"\udcff"`), as a dotted path ("" for the value itself), or undefined
+ * when none does. Such a path names another file than the one written (adversary 69).
+ */
+export function illFormedStringAt(value: unknown, at = ""): string | undefined {
+  if (typeof value === "string") return LONE_SURROGATE.test(value) ? at : undefined;
+  if (Array.isArray(value)) {
+    for (const [i, x] of value.entries()) {
+      const found = illFormedStringAt(x, `${at}[${i}]`);
+      if (found !== undefined) return found;
+    }
+  } else if (value !== null && typeof value === "object") {
+    for (const [k, x] of Object.entries(value)) {
+      const found = illFormedStringAt(k, at ? `${at}.${k}` : k) ?? illFormedStringAt(x, at ? `${at}.${k}` : k);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
+}

@@ -32,10 +32,11 @@
  */
 import { shellPath } from "../util/shell-quote.ts";
 import * as v from "valibot";
-import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapedForMessage } from "../format/archive-common.ts";
+import { illFormedStringAt } from "../escape.ts";
 import { CANDIDATE_MAX_BYTES, digestOf, readCandidateFile, readGiven, readTree, treeFiles } from "./candidate-files.ts";
 import { log } from "../log.ts";
 import { readManifest } from "../format/capture-dir.ts";
@@ -114,6 +115,15 @@ export function listedCandidates(file: string): Candidate[] {
       hint: 'Give a JSON file {"candidates": [{"label": "v1", "spec": "v1.patch"}, …]}.',
     });
   }
+  const bad = illFormedStringAt(parsed);
+  if (bad !== undefined)
+    throw new KerncapError(
+      "E_USAGE",
+      `--candidate-list ${file}: ${bad || "the document"} holds a lone UTF-16 surrogate (a \\uD800–\\uDFFF escape without its pair), which names no file`,
+      {
+        hint: "Write each path as it is (UTF-8), not through \\u escapes of bytes.",
+      },
+    );
   const r = v.safeParse(CandidateList, parsed);
   if (!r.success)
     throw new KerncapError("E_USAGE", `--candidate-list ${file} is not a candidate list: ${listProblem(parsed, r.issues[0])}`, {
@@ -405,6 +415,22 @@ export function copyReproducer(capture: string, dest: string): void {
     if (lstatSync(from).isSymbolicLink()) continue;
     // no link, and no Python bytecode cache (Python would run it in place of the kernel file shown: adversary 58)
     cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() && !isPythonBytecode(relative(capture, s)) });
+  }
+  userWritable(dest);
+}
+
+/**
+ * The copy is the user's to edit and remove: its folders u+rwx and its files u+rw, whatever the
+ * capture's modes (adversary 69: a chmod -R a-w capture's copy kept 0555 folders, so the candidate
+ * could not be applied nor its private folder removed, left in TMPDIR at every eval). Links are
+ * never followed (the copy holds none).
+ */
+function userWritable(dir: string): void {
+  chmodSync(dir, lstatSync(dir).mode | 0o700);
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) userWritable(p);
+    else if (e.isFile()) chmodSync(p, lstatSync(p).mode | 0o600);
   }
 }
 

@@ -540,7 +540,14 @@ export function readInputFile(path: string, what: string, code: ErrorCode, maxBy
       if (n === 0) break;
       off += n;
     }
-    return buf.subarray(0, off).toString("utf8");
+    // strict UTF-8: a byte that is not would become U+FFFD, and a path in it another file's name (adversary 69: a
+    // candidate list's `cand\377` built the folder `cand\uFFFD`); streamed, so that a last line cut inside a character
+    // is a cut line (the readers' "not a whole record"), not a refusal of the file
+    try {
+      return new TextDecoder("utf-8", { fatal: true }).decode(buf.subarray(0, off), { stream: true });
+    } catch {
+      throw new KerncapError(code, `${path} is not UTF-8 text: not a ${what}`, { hint });
+    }
   } finally {
     closeSync(fd);
   }

@@ -31,6 +31,7 @@ import { editFileTool, listFilesTool, readFileTool } from "./files.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
 import { confineCwd, confineOut, confineToolDir } from "./roots.ts";
 import { argumentProblems, gatedArgv, judgingArguments, outputSchema, toolInput, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
+import { illFormedStringAt } from "../escape.ts";
 
 export { ToolChildren } from "./children.ts";
 export { confineToolDir } from "./roots.ts";
@@ -298,6 +299,18 @@ async function handleCall(
       new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul} holds a NUL byte, which no path, pattern or command-line word can hold`, {
         hint: "Give the argument without the NUL byte.",
       }),
+    );
+  // a lone surrogate ("\udcff") has no UTF-8 form: a path holding one names the file with U+FFFD in its place (adversary 69)
+  const lone = illFormedStringAt(req.params.arguments ?? {});
+  if (lone !== undefined)
+    return errorResult(
+      new KerncapError(
+        "E_USAGE",
+        `bad arguments for ${name}: ${lone || "(arguments)"} holds a lone UTF-16 surrogate, which has no UTF-8 form (a path would name another file)`,
+        {
+          hint: "Give the text as it is, with no \\uD800–\\uDFFF escape without its pair.",
+        },
+      ),
     );
   try {
     if (typeof a.dir === "string") {

@@ -234,6 +234,18 @@ describe("MCP file tools", () => {
       expect(doc(r).error.code, name).toBe("E_USAGE");
       expect(doc(r).error.message, name).toContain("NUL byte");
     }
+    // a lone surrogate ("\udcff" in the JSON-RPC text) has no UTF-8 form: read_file read src/k\uFFFD.h in its place (adversary 69)
+    writeFileSync(join(dir, "src", "k\ufffd.h"), "OTHER\n");
+    for (const [name, args] of [
+      ["read_file", { dir, path: "src/k\udcff.h" }],
+      ["edit_file", { dir, path: "src/k\udcff.h", content: "x" }],
+    ] as const) {
+      const r = await c.callTool({ name, arguments: args });
+      expect(r.isError, name).toBe(true);
+      expect(doc(r).error.code, name).toBe("E_USAGE");
+      expect(doc(r).error.message, name).toContain("lone UTF-16 surrogate");
+    }
+    expect(readFileSync(join(dir, "src", "k\ufffd.h"), "utf8")).toBe("OTHER\n");
     await c.close();
   });
 });

@@ -4,9 +4,9 @@
  * build compiles), refused by name before any build as E_CANDIDATE.
  */
 import { expect, test } from "bun:test";
-import { existsSync, linkSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
+import { copyReproducer, listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
 import { readCandidateFile } from "../../../src/eval/candidate-files.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
 import { log } from "../../../src/log.ts";
@@ -368,4 +368,32 @@ test("a candidate tree's file is read through its folders with no link followed:
   symlinkSync(other, join(cand, "sub"));
   const seen = lstatSync(join(cand, "sub", "k.cu")); // other/k.cu, as the walk would have seen it
   expect(() => readCandidateFile(cand, "sub/k.cu", seen)).toThrow(/symbolic link/);
+});
+
+test("a read-only capture's copy is the user's to edit and remove: folders u+rwx, files u+rw (adversary 69: 0555 folders kept, the private folder left in TMPDIR)", async () => {
+  const d = tempDir();
+  const cap = join(d, "cap");
+  await makeCapture(cap);
+  mkdirSync(join(cap, "src"), { recursive: true });
+  writeFileSync(join(cap, "src", "k.cu"), "__global__ void k() {}\n");
+  Bun.spawnSync(["chmod", "-R", "a-w", cap]);
+  try {
+    copyReproducer(cap, join(d, "copy"));
+    expect(statSync(join(d, "copy", "src")).mode & 0o700).toBe(0o700);
+    expect(statSync(join(d, "copy", "src", "k.cu")).mode & 0o600).toBe(0o600);
+    expect(statSync(join(cap, "src")).mode & 0o222).toBe(0); // the capture itself untouched
+  } finally {
+    Bun.spawnSync(["chmod", "-R", "u+w", cap]);
+  }
+});
+
+test("a candidate list that is not UTF-8, or names a path through a lone surrogate escape, is refused (E_USAGE): it named another folder (adversary 69)", () => {
+  const d = tempDir();
+  mkdirSync(join(d, "cand\ufffd")); // the folder the mangled name would have named
+  const bytes = join(d, "bytes.json");
+  writeFileSync(bytes, Buffer.concat([Buffer.from('{"candidates": [{"label": "a", "spec": "cand'), Buffer.from([0xff]), Buffer.from('"}]}')]));
+  expect(() => listedCandidates(bytes)).toThrow(/is not UTF-8 text/);
+  const escaped = join(d, "escaped.json");
+  writeFileSync(escaped, '{"candidates": [{"label": "a", "spec": "cand\\udcff"}]}');
+  expect(() => listedCandidates(escaped)).toThrow(/candidates\[0\]\.spec holds a lone UTF-16 surrogate/);
 });
