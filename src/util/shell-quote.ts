@@ -15,29 +15,30 @@ export function shellQuote(word: string): string {
 /**
  * A word of a command shown to a person to paste (a message, a hint): shellQuote's, but a word with
  * a character the terminal escaping shows as an escape (a control, a bidi or invisible format
- * character) in bash's $'…' with that escape, so that what is shown, pasted, is the same word
+ * character) as printfWord writes it, all printable ASCII, so that what is shown, pasted, is the same word
  * (adversary 67: U+202E shown as \u202e inside '…' named another folder when pasted). Not for
  * scripts kerncap writes (their words are read by bash as written: shellQuote).
  */
 export function shownWord(word: string): string {
-  return hasEscapedCharacters(word) ? ansiC(word) : shellQuote(word);
+  return hasEscapedCharacters(word) ? printfWord(word) : shellQuote(word);
 }
 
 /**
- * `word` as bash's $'…' (zsh and ksh read it too): \\ and \' escaped, every character
- * escapeForTerminal escapes as its UTF-8 bytes, each \xHH, the rest as it is. Bytes, not \uNNNN:
- * bash expands \u only where the locale can encode the character, and in the C/POSIX locale (cron,
- * ssh without AcceptEnv, many containers) leaves the six characters `\u202E`, another name
- * (adversary 68); \xHH is the same byte in every locale.
+ * `word` as every POSIX shell reads it back, in every locale: `"$(printf 'FORMAT')"`, each byte
+ * that is not printable ASCII (and `'`, `\`, `%`) as its octal escape `\ooo`, the rest as it is
+ * (adversary 68: `\u202e` in bash's $'…' is six characters in the C locale; adversary 69: dash, a
+ * POSIX sh, reads $'…' as `$` and a quoted word, another folder). A word ending in a newline, which
+ * the command substitution would drop, is written as bash's, zsh's and ksh's $'…' with the same
+ * escapes instead.
  */
-function ansiC(word: string): string {
+function printfWord(word: string): string {
   let out = "";
-  for (const c of word) {
-    if (c === "\\" || c === "'") out += `\\${c}`;
-    else if (!hasEscapedCharacters(c)) out += c;
-    else for (const b of new TextEncoder().encode(c)) out += `\\x${b.toString(16).padStart(2, "0")}`;
+  for (const b of new TextEncoder().encode(word)) {
+    const safe = b >= 0x20 && b < 0x7f && b !== 0x27 && b !== 0x5c && b !== 0x25;
+    out += safe ? String.fromCharCode(b) : `\\${b.toString(8).padStart(3, "0")}`;
   }
-  return `$'${out}'`;
+  if (word.endsWith("\n")) return `$'${out}'`;
+  return `"$(printf '${out}')"`;
 }
 
 /** A path as a word of a suggested command: shownWord's, and a relative path starting with "-" (read as an option) written ./-x. */
