@@ -41,11 +41,15 @@ function captureAndReplay(label: string, kernel: string, dispatch: number, app: 
     kernelUsInApp: r?.timing.appUs,
     restoreGBps: r?.restore.gbPerS,
     restoreBytes: r?.restore.bytes,
+    restorePinned: r?.restore.hostRegistered,
     mismatches: r?.mismatches,
   };
   expect(rep.code, rep.stderr + rep.stdout).toBe(0);
   expect(r.verdict).toBe("match");
   expect(r.regionsChecked).toBe(c.regions + c.globals); // every region and module global compared
+  // memory/before.bin is mapped through the descriptor the capture path rule opened (/proc/self/fd, MAP_SHARED): a capture
+  // of the user's own with 8 MiB or more stored is restored from pinned windows, not staged (src/replay/restore.ts Restorer)
+  if (r.restore.storedBytes >= 8 << 20) expect(r.restore.hostRegistered, label).toBe(true);
   return { out, c, r };
 }
 
