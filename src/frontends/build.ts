@@ -7,7 +7,7 @@
  * its steps through runBuildCommand too.
  */
 import { shellPath } from "../util/shell-quote.ts";
-import { accessSync, constants, existsSync, rmSync } from "node:fs";
+import { accessSync, constants, existsSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { buildChildEnv, buildTimeoutSetting, reproducerBuildEnv, sandboxOff, type Env } from "../env.ts";
@@ -310,6 +310,11 @@ async function runBuildSh(dir: string, staged: StagedBuild, o: BuildOptions): Pr
   // no loader or Python path entry that is empty, relative or inside the capture (src/env.ts buildChildEnv)
   const env = buildChildEnv(reproducerBuildEnv({ force: o.force, targetArch: o.targetArch }), [dir, staged.dir]);
   if (o.extraFlags?.length) env.EXTRA_FLAGS = [env.EXTRA_FLAGS, ...o.extraFlags].filter(Boolean).join(" ");
+  // NVCC naming no file, for a build.sh that runs $NVCC: the catalogue's E_NO_NVCC before anything runs (a new user's finding: E_BUILD, exit 127)
+  if (env.NVCC?.includes("/") && !existsSync(env.NVCC) && readFileSync(script, "latin1").includes("NVCC"))
+    throw new KerncapError("E_NO_NVCC", `NVCC=${escapeForTerminal(env.NVCC, { oneLine: true })} names no file: the nvcc build.sh runs`, {
+      hint: "Set NVCC to a CUDA toolkit's nvcc (such as /usr/local/cuda/bin/nvcc), or unset it: build.sh then runs the nvcc on its PATH.",
+    });
   const out0 = o.out === undefined ? undefined : resolve(dir, o.out);
   const depsFile = out0 ? relative(dir, join(dirname(out0), "kerncap-deps.d")) : DEPS_FILE;
   // a received capture's generated sources (CUDA's slice) are the sender's: made anew from its sources, as a confined

@@ -117,6 +117,13 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     }
     expect(existsSync(join(dir, "build/sm_999"))).toBe(false); // a usage error leaves nothing behind (a new user's finding: build/sm_10/ stayed)
     expect(existsSync(join(dir, "build/sm_80/kernel.cubin"))).toBe(true); // the folder of an architecture built before stays
+    // NVCC naming no file: the catalogue's E_NO_NVCC before build.sh runs (a new user's finding: E_BUILD, exit 127)
+    const noNvcc = kerncap(["validate", dir, "--build-only", "--json"], { ...env, NVCC: "/nonexistent/nvcc" });
+    expect(noNvcc.exitCode).toBe(2);
+    expect(JSON.parse(noNvcc.stdout.toString()).error).toMatchObject({
+      code: "E_NO_NVCC",
+      message: expect.stringContaining("NVCC=/nonexistent/nvcc names no file"),
+    });
     const flags = kerncap(["validate", dir, "--build-only", "--json"], { ...env, EXTRA_FLAGS: "-arch=sm_80" });
     const e = JSON.parse(flags.stdout.toString()).error;
     expect(e.message).toContain("is built for sm_80, not the captured sm_90");
@@ -214,8 +221,8 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     // no compiler at all (nothing preprocessed): said as the toolchain's, not as the edit's #include
     const gone = kerncap(["validate", dir, "--build-only", "--json", "--confine"], { ...env, NVCC: "/nonexistent/nvcc" });
     const ge = JSON.parse(gone.stdout.toString()).error;
-    expect(ge.message).toContain("build.sh could not run a program it calls, so nothing was compiled");
-    expect(ge.hint).toStartWith("build.sh could not run a program it calls");
+    expect(ge.code).toBe("E_NO_NVCC"); // the toolchain's, before anything runs
+    expect(ge.message).not.toContain("#include"); // a program build.sh calls that is missing otherwise: test/cpu/cli.test.ts (exit 127)
   }, 60_000);
 
   test("a syntax error: nvcc's diagnostics structured alike on the command line (absolute paths) and confined (src/…: nu10 #2); the confined slice note names no command line (nu10 #16)", () => {
