@@ -84,22 +84,28 @@ export function jsonText(value: unknown, indent?: number): string {
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
- * Where in `value` (a parsed JSON document: MCP tool arguments, a candidate list) a string holds a
- * lone surrogate (JSON's `"\udcff"`), as a dotted path ("" for the value itself), or undefined
- * when none does. Such a path names another file than the one written (adversary 69).
+ * Where in `value` (a parsed JSON document: MCP tool arguments, a candidate list) the first string
+ * (a value or a key) for which `test` holds lies, as a dotted path ("" for the value itself), or
+ * undefined when none does.
  */
-export function illFormedStringAt(value: unknown, at = ""): string | undefined {
-  if (typeof value === "string") return LONE_SURROGATE.test(value) ? at : undefined;
+export function stringWhere(value: unknown, test: (s: string) => boolean, at = ""): string | undefined {
+  if (typeof value === "string") return test(value) ? at : undefined;
   if (Array.isArray(value)) {
     for (const [i, x] of value.entries()) {
-      const found = illFormedStringAt(x, `${at}[${i}]`);
+      const found = stringWhere(x, test, `${at}[${i}]`);
       if (found !== undefined) return found;
     }
   } else if (value !== null && typeof value === "object") {
     for (const [k, x] of Object.entries(value)) {
-      const found = illFormedStringAt(k, at ? `${at}.${k}` : k) ?? illFormedStringAt(x, at ? `${at}.${k}` : k);
+      const path = at ? `${at}.${k}` : k;
+      const found = stringWhere(k, test, path) ?? stringWhere(x, test, path);
       if (found !== undefined) return found;
     }
   }
   return undefined;
+}
+
+/** stringWhere of a string holding a lone surrogate (JSON's `"\udcff"`): such a path names another file than the one written (adversary 69). */
+export function illFormedStringAt(value: unknown): string | undefined {
+  return stringWhere(value, (s) => LONE_SURROGATE.test(s));
 }

@@ -4,7 +4,6 @@
  * each copy lives only while its build runs (candidateFolders).
  */
 import {
-  accessSync,
   chmodSync,
   closeSync,
   constants,
@@ -25,7 +24,7 @@ import { pidAlive } from "../leftovers.ts";
 import { log } from "../log.ts";
 import { mkdirInCapture, readInCapture } from "../format/paths.ts";
 import type { EvalRecord } from "../format/eval-record.ts";
-import { notYours } from "../format/received.ts";
+import { notYours, unwritableFolder } from "../format/received.ts";
 import type { BuildOutcome, BuiltModule } from "./build.ts";
 import type { Candidate } from "./candidates.ts";
 
@@ -137,16 +136,8 @@ export function candidateFolders(dir: string, building: readonly Candidate[], bu
 
 /** Why this user may not write the capture folder or its build/ (a read-only copy, a read-only mount), or undefined: its candidates then build in a private folder. */
 function unwritable(dir: string): string | undefined {
-  for (const p of [dir, join(dir, "build")]) {
-    try {
-      accessSync(p, constants.W_OK);
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") continue;
-      return `you may not write ${p === dir ? "it" : "its build/"}${code === "EROFS" ? ": a read-only file system" : ""}`;
-    }
-  }
-  return undefined;
+  const u = unwritableFolder(dir);
+  return u && `you may not write ${u.path === dir ? "it" : "its build/"}${u.code === "EROFS" ? ": a read-only file system" : ""}`;
 }
 
 /** The lock files of DIR/build/eval: `.kerncap-eval-<pid>-<token>.lock`, one per eval (and the single `.kerncap-eval.lock` of kerncap before it). */

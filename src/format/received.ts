@@ -8,6 +8,7 @@
  * once the user trusts it (the gate: src/format/trust.ts requireTrustedBuild).
  */
 import {
+  accessSync,
   closeSync,
   constants,
   fstatSync,
@@ -431,4 +432,23 @@ function withoutMachineId(dir: string): void {
     m.host.machineId = null;
     writeInCapture(dir, MANIFEST_FILE, `${JSON.stringify(m, null, 2)}\n`);
   }
+}
+
+/**
+ * The first of the capture folder `dir` and its build/ that this process may not write (a
+ * read-only copy or mount, another user's folder), with access(2)'s code (EACCES, EROFS), or
+ * undefined when both may be written (or build/ is not there yet). A rebuild writes under build/:
+ * validate and tune refuse such a folder (src/frontends/build.ts assertRebuildWritable), eval
+ * builds its candidates in a private folder instead (src/eval/copies.ts).
+ */
+export function unwritableFolder(dir: string): { path: string; code: string } | undefined {
+  for (const path of [dir, join(dir, "build")]) {
+    try {
+      accessSync(path, constants.W_OK);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code ?? "EACCES";
+      if (code !== "ENOENT") return { path, code };
+    }
+  }
+  return undefined;
 }

@@ -7,7 +7,8 @@
  * its steps through runBuildCommand too.
  */
 import { shellPath } from "../util/shell-quote.ts";
-import { accessSync, constants, existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { unwritableFolder } from "../format/received.ts";
 import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { buildChildEnv, buildTimeoutSetting, reproducerBuildEnv, sandboxOff, type Env } from "../env.ts";
@@ -246,21 +247,16 @@ export function pastTimeLimit(limit: { seconds: number; set: boolean }, confined
  * @throws KerncapError E_IO naming the folder and what to do
  */
 export function assertRebuildWritable(dir: string): void {
-  for (const p of [dir, join(dir, "build")]) {
-    if (!existsSync(p)) continue;
-    try {
-      accessSync(p, constants.W_OK);
-    } catch {
-      throw new KerncapError(
-        "E_IO",
-        `${escapeForTerminal(p, { oneLine: true })} is not writable: a rebuild writes its outputs into the capture folder (build/)`,
-        {
-          // a copy through pack and unpack, never cp -r: unpack marks it received, so its build.sh (another user's) runs only once trusted (trial 11)
-          hint: `Make a copy of your own and rebuild there: kerncap pack ${shellPath(dir)} -o ~/caps/copy.zip && kerncap unpack ~/caps/copy.zip -o ~/caps/copy (a received capture: its build runs once you trust what it shows). Replay and inspect work on a read-only capture.`,
-        },
-      );
-    }
-  }
+  const u = unwritableFolder(dir);
+  if (!u) return;
+  throw new KerncapError(
+    "E_IO",
+    `${escapeForTerminal(u.path, { oneLine: true })} is not writable: a rebuild writes its outputs into the capture folder (build/)`,
+    {
+      // a copy through pack and unpack, never cp -r: unpack marks it received, so its build.sh (another user's) runs only once trusted (trial 11)
+      hint: `Make a copy of your own and rebuild there: kerncap pack ${shellPath(dir)} -o ~/caps/copy.zip && kerncap unpack ~/caps/copy.zip -o ~/caps/copy (a received capture: its build runs once you trust what it shows). Replay and inspect work on a read-only capture.`,
+    },
+  );
 }
 
 /**

@@ -31,7 +31,7 @@ import { editFileTool, listFilesTool, readFileTool } from "./files.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
 import { confineCwd, confineOut, confineToolDir } from "./roots.ts";
 import { argumentProblems, gatedArgv, judgingArguments, outputSchema, toolInput, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
-import { illFormedStringAt } from "../escape.ts";
+import { illFormedStringAt, stringWhere } from "../escape.ts";
 
 export { ToolChildren } from "./children.ts";
 export { confineToolDir } from "./roots.ts";
@@ -45,23 +45,6 @@ export interface McpTrust {
   roots?: string[];
   /** `--agent-judging`: the tools take atol, rtol, dtype and multiset from the agent (JUDGING_ARGUMENTS); without it the capture's judging settings, which the user sets with `kerncap judge`, judge every call. */
   agentJudging?: boolean;
-}
-
-/** The first string anywhere in a tool's arguments that holds a NUL byte (no path, pattern or argv word can), as its dot path. */
-function nulArgument(x: unknown, at = ""): string | undefined {
-  if (typeof x === "string") return x.includes("\0") ? at || "(arguments)" : undefined;
-  if (Array.isArray(x)) {
-    for (let i = 0; i < x.length; i++) {
-      const r = nulArgument(x[i], `${at}[${i}]`);
-      if (r) return r;
-    }
-  } else if (x && typeof x === "object") {
-    for (const [k, y] of Object.entries(x)) {
-      const r = nulArgument(y, at ? `${at}.${k}` : k);
-      if (r) return r;
-    }
-  }
-  return undefined;
 }
 
 /**
@@ -293,10 +276,10 @@ async function handleCall(
         hint: "Give a shorter value; a file's text goes in edit_file's content or an evaluate candidate's files.",
       }),
     );
-  const nul = nulArgument(req.params.arguments);
-  if (nul)
+  const nul = stringWhere(req.params.arguments ?? {}, (x) => x.includes("\0")); // no path, pattern or argv word holds one
+  if (nul !== undefined)
     return errorResult(
-      new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul} holds a NUL byte, which no path, pattern or command-line word can hold`, {
+      new KerncapError("E_USAGE", `bad arguments for ${name}: ${nul || "(arguments)"} holds a NUL byte, which no path, pattern or command-line word can hold`, {
         hint: "Give the argument without the NUL byte.",
       }),
     );
