@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { APPS, json, kerncap, skipReason, workDir } from "./harness.ts";
-import { RECEIVED_MARK } from "../../src/format/file-names.ts";
+import { MADE_HERE_SEAL, RECEIVED_MARK } from "../../src/format/file-names.ts";
 
 const SKIP = !!skipReason("share/doctor gpu tests");
 const WORK = workDir("kerncap-gpu-share-");
@@ -47,9 +47,12 @@ describe.skipIf(SKIP)("pack / unpack a real capture", () => {
     const u = kc(["unpack", join(WORK, "cap.zip"), "-o", join(WORK, "back"), "--json"]);
     expect(u.code, u.stderr).toBe(0);
     const back = join(WORK, "back");
-    // the same files, and the mark unpack adds: a received capture's build.sh waits for --trust (src/format/trust.ts)
-    expect(files(back).sort()).toEqual([...files(cap), RECEIVED_MARK].sort());
-    for (const f of files(cap)) {
+    // the same files but the sender's seal (never shipped: src/format/pack.ts), and the mark
+    // unpack adds: a received capture's build.sh waits for --trust (src/format/trust.ts)
+    const shipped = files(cap).filter((f) => f !== MADE_HERE_SEAL);
+    expect(files(cap)).toContain(MADE_HERE_SEAL);
+    expect(files(back).sort()).toEqual([...shipped, RECEIVED_MARK].sort());
+    for (const f of shipped) {
       if (f === "kerncap.json") continue; // below: shipped without this machine's id
       expect(statSync(join(back, f)).size, f).toBe(statSync(join(cap, f)).size);
       expect(Buffer.compare(readFileSync(join(back, f)), readFileSync(join(cap, f))), f).toBe(0);
