@@ -131,6 +131,10 @@ import json, sys
 for name, f in zip(["first validate", "timed validate"], sys.argv[1:]):
     d = json.load(open(f))
     print(f"[bench] {name}: rebuild {json.dumps(d['rebuild'])}; replay after the build {d['replaySeconds']:.3f} s; wall {d['wallSeconds']:.3f} s")
+    # where the replay's preparation went (it runs beside the compiler and holds kerncap's thread: a
+    # preparation longer than the compile delays the build's end, src/ops/rebuild-beside.ts)
+    rs, rv, ck, mo = d.get("restore", {}), d.get("reserve", {}), d.get("check", {}), d.get("module", {})
+    print(f"[bench] {name}: replay phases: reserve {rv.get('seconds', 0):.3f} s, restore {rs.get('seconds', 0):.3f} s ({rs.get('storedBytes', 0) / 2**20:.1f} MiB stored, pinned {rs.get('hostRegistered')}), verify {ck.get('verifySeconds', 0):.3f} s, module wait {mo.get('waitSeconds', 0):.3f} s, load {mo.get('loadSeconds', 0):.3f} s, compare {ck.get('compareSeconds', 0):.3f} s")
 PY
 vbuild=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rebuild"]["seconds"])' "$work/bench-validate.json")
 
