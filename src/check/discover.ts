@@ -24,6 +24,7 @@ import { isTempName } from "../leftovers.ts";
 import { beginsAsPackArchive, isPackArchive } from "../format/archive.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
 import { assertNotNested } from "../format/capture-dir.ts";
+import { didYouMean } from "../format/near-names.ts";
 
 export interface CaptureRef {
   id: string;
@@ -136,7 +137,7 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
     const name = basename(root);
     if (!existsSync(root))
       throw new KerncapError("E_USAGE", `no such folder or archive: ${root}`, {
-        hint: "Give capture folders, archives from `kerncap pack`, or folders holding them.",
+        hint: `Give capture folders, archives from \`kerncap pack\`, or folders holding them.${didYouMean(r)}`,
       });
     const st = statSync(root);
     // a folder inside a capture (cap/src) is its content, as every verb says (E_NESTED_CAPTURE), not a corpus without captures

@@ -20,6 +20,7 @@ import { CheckRecord, recordProblem } from "../format/check-record.ts";
 import { readBaseline, requireBaselineFile, writeRunBaseline } from "./baseline.ts";
 import { checkOutputFile, recordOf, refuseNotOwn, reportOf, writeJunit, type CheckReport } from "./check.ts";
 import { parseResults } from "./results.ts";
+import { didYouMean } from "../format/near-names.ts";
 
 /** The hint of a record --merge refuses for its authenticator. */
 const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that shard again, without --resume");
@@ -35,7 +36,7 @@ const MERGE_AUTH_HINT = recordAuthHint("merge", "Nothing was merged.", "run that
  */
 function recordsIn(path: string): { records: CheckRecord[]; shard?: string; runSubject?: string } {
   const hint = "Give the results.jsonl files of the shards (RESULTS/results.jsonl), or their --json documents.";
-  if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint });
+  if (!existsSync(path)) throw new KerncapError("E_USAGE", `no such results file: ${path}`, { hint: `${hint}${didYouMean(path)}` });
   if (statSync(path).isDirectory())
     throw new KerncapError("E_USAGE", `${path} is a folder, not a results file`, {
       hint: `Give ${join(path, "results.jsonl")}, the file a \`kerncap check --results ${path}\` wrote.`,

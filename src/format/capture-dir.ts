@@ -7,6 +7,7 @@ import { storedEnd, verifyChunks, verifyChunksAsync } from "./chunks.ts";
 import { CAPTURE_SET_FILE, readCaptureSet } from "./capture-set.ts";
 import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { noSuchCaptureFolder } from "./near-names.ts";
 import { isTempName } from "../leftovers.ts";
 import { EXPORT_FILE } from "./file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
@@ -156,8 +157,7 @@ export function nestedCaptureError(dir: string, outer: string): KerncapError {
  */
 export function readManifest(dir: string): Manifest {
   const path = join(dir, MANIFEST_FILE);
-  if (!existsSync(dir))
-    throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
+  if (!existsSync(dir)) throw noSuchCaptureFolder(dir);
   if (!statSync(dir).isDirectory()) {
     // an archive from `kerncap pack`: say how to get the folder back
     const zip = startsWithZipSignature(dir);

@@ -21,6 +21,7 @@ import { chmodSync, closeSync, constants, fstatSync, lstatSync, openSync, readdi
 import { homedir } from "node:os";
 import { basename, join } from "node:path";
 import { type ErrorCode, KerncapError, systemError, whileReading } from "../errors.ts";
+import { noSuchCaptureFolder } from "./near-names.ts";
 import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
 import { isEditorTemporary } from "./file-names.ts";
 
@@ -138,8 +139,7 @@ function realFolder(dir: string): string {
   try {
     return realpathSync(dir);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT")
-      throw new KerncapError("E_NOT_CAPTURE", `no such capture folder: ${dir}`, { hint: "Give the folder that `kerncap run --out DIR` wrote." });
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") throw noSuchCaptureFolder(dir);
     throw systemError(e) ?? e;
   }
 }

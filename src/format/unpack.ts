@@ -11,6 +11,7 @@ import type { Stats } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { KerncapError, withPath } from "../errors.ts";
+import { didYouMean } from "./near-names.ts";
 import { markTemp, TEMP_MARKER, tempFor } from "../leftovers.ts";
 import { StopSignals } from "../process-group.ts";
 import { markReceived } from "./received.ts";
@@ -353,7 +354,8 @@ export async function unpackArchive(archiveArg: string, outArg: string | undefin
 async function unpack(archiveArg: string, outArg: string | undefined, opts: UnpackOptions, tick: () => Promise<void>): Promise<UnpackResult> {
   const t0 = performance.now();
   const archive = resolve(archiveArg);
-  if (!existsSync(archive)) throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: "Give the .zip that `kerncap pack` wrote." });
+  if (!existsSync(archive))
+    throw new KerncapError("E_USAGE", `no such archive: ${archive}`, { hint: `Give the .zip that \`kerncap pack\` wrote.${didYouMean(archive)}` });
   // opened once and read from this descriptor only, its data extents too (adversary 68: a FIFO swapped in after the open hung unpack)
   const fd = openArchiveFile(archive);
   let t: PrivateTemp | undefined;
