@@ -17,7 +17,7 @@ import { findCupti } from "./native/libcupti-search.ts";
 import { privateFolderRisk, fallbackCacheDir, preferredCacheDir, privateTempFolder } from "./cache.ts";
 import type { Env } from "./env.ts";
 import { isKerncapError } from "./errors.ts";
-import { libcudaOverride, sandboxOff } from "./env.ts";
+import { libcudaOverride, sandboxOff, whichAbsolute } from "./env.ts";
 import {
   countDevices,
   type DeviceInfo,
@@ -144,7 +144,7 @@ export function checkCupti(env: Record<string, string | undefined>): Check {
 
 /** nvcc on PATH (or CUDA_HOME, /usr/local/cuda) and its release. */
 export function checkNvcc(env: Record<string, string | undefined>): Check & { path?: string } {
-  const cands = [env.NVCC, Bun.which("nvcc", { PATH: env.PATH ?? "" }), env.CUDA_HOME && join(env.CUDA_HOME, "bin/nvcc"), "/usr/local/cuda/bin/nvcc"].filter(
+  const cands = [env.NVCC, whichAbsolute("nvcc", env.PATH), env.CUDA_HOME && join(env.CUDA_HOME, "bin/nvcc"), "/usr/local/cuda/bin/nvcc"].filter(
     (x): x is string => !!x && existsSync(x),
   );
   if (!cands.length)
@@ -260,7 +260,7 @@ export function checkAslr(procFile = "/proc/sys/kernel/randomize_va_space"): Che
     return { id: "aslr", status: "skip", detail: `${procFile} unreadable (not Linux?)` };
   }
   if (v === "0") return { id: "aslr", status: "ok", detail: "randomize_va_space = 0 (off): captured VAs never collide with the replay's own mappings" };
-  if (!Bun.which("setarch"))
+  if (!whichAbsolute("setarch"))
     return {
       id: "aslr",
       status: "warn",

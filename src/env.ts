@@ -377,6 +377,18 @@ export function aslrRetryChildEnv(env: Env): Record<string, string | undefined> 
   return { ...env, KERNCAP_ASLR_RETRY: "1" };
 }
 
+/**
+ * The program `name` found on PATH's absolute entries only (absolutePathList), or null: every tool
+ * kerncap runs by name (ncu, nvcc, python3, ninja, setarch, nvidia-smi, realpath, git …) is looked
+ * up this way, since a relative entry (`.`, `node_modules/.bin`) names the working folder, which
+ * may be a folder another user can write (adversary round 70: a planted `node_modules/.bin/ncu`
+ * ran as the user). The application `kerncap run` starts is the user's own word, found as a
+ * shell would (src/capture/run.ts).
+ */
+export function whichAbsolute(name: string, path: string | undefined = process.env.PATH): string | null {
+  return Bun.which(name, { PATH: absolutePathList(path) });
+}
+
 /** `path` (a PATH value) without its empty and relative entries (they name the working folder, which a child's may be a capture's copy). */
 export function absolutePathList(path: string | undefined): string {
   return (path ?? "")

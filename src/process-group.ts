@@ -122,7 +122,7 @@ export function endWithParent(parentPid: number, everyMs = 500): void {
 function watchParentOutsideLoop(parentPid: number): void {
   if (!existsSync(`/proc/${process.pid}/status`)) return;
   try {
-    const w = Bun.spawn(["sh", "-c", PARENT_WATCH_SCRIPT, "sh", String(parentPid), String(process.pid)], {
+    const w = Bun.spawn(["/bin/sh", "-c", PARENT_WATCH_SCRIPT, "sh", String(parentPid), String(process.pid)], {
       stdin: "ignore",
       stdout: "ignore",
       stderr: "ignore",

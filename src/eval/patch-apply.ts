@@ -6,7 +6,7 @@
 import { existsSync, lstatSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { absolutePathList } from "../env.ts";
+import { absolutePathList, whichAbsolute } from "../env.ts";
 import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { relativePathProblem } from "../format/paths.ts";
@@ -137,7 +137,7 @@ export async function applyPatch(src: string, name: string, text: Buffer, dest: 
   }
   // git from an absolute PATH entry: a relative one (`.`, node_modules/.bin) would find a git in the candidate's copy
   const path = absolutePathList(process.env.PATH);
-  const git = Bun.which("git", { PATH: path });
+  const git = whichAbsolute("git", path);
   if (!git)
     throw new KerncapError("E_PATCH", "git was not found on PATH (its absolute entries): eval applies patches with git apply", {
       hint: "Install git, or give the candidate as an edited folder instead of a patch.",

@@ -14,6 +14,7 @@ import { ELEMENT_BYTES, type ElementType, type Tolerance } from "../replay/toler
 import { tritonParamTypes } from "../frontends/triton/numerics.ts";
 import { TEMPLATE_ESCAPES } from "../frontends/templates.ts";
 import { regionTypesOf } from "../frontends/index.ts";
+import { KerncapError } from "../errors.ts";
 
 // Launch attributes that carry handles of the app's process (events): meaningless in another
 // process; the replay drops them too (src/replay/backends/cuda.ts).
@@ -194,7 +195,14 @@ export function captureHeader(p: ExportPlan, f: ExportFiles, digests = ""): stri
   const regions = p.regions.map(rangeRow);
   const globals = p.globals.map(rangeRow);
   // a C double literal: 1.0, 1e-07, 1e+21 (an integer written with an exponent takes no ".0": adversary 34, 1e+21.0 did not compile)
-  const num = (x: number) => (/[.e]/.test(String(x)) ? String(x) : `${x}.0`);
+  const num = (x: number) => {
+    // never Infinity or NaN into C (the manifest and judging readers refuse them: nonFinite; this is the last guard)
+    if (!Number.isFinite(x))
+      throw new KerncapError("E_MANIFEST", `a number to export is ${x}: not a number kerncap writes`, {
+        hint: "Capture again: the capture was damaged or crafted.",
+      });
+    return /[.e]/.test(String(x)) ? String(x) : `${x}.0`;
+  };
   return `/* capture.h: written by kerncap export from data/kerncap.json; the tables repro.c reads. */
 #ifndef KERNCAP_CAPTURE_H
 #define KERNCAP_CAPTURE_H

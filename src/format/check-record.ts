@@ -8,6 +8,7 @@
 import * as v from "valibot";
 import { median } from "../util/median.ts";
 import { BuildDiagnostic } from "./eval-record.ts";
+import { nonFinite } from "./json-position.ts";
 
 const N = v.number();
 const Device = v.object({ name: v.string(), arch: v.string() });
@@ -208,25 +209,3 @@ export const withinFactor = (a: number, b: number, f: number): boolean => a <= b
 
 /** Whether a and b agree within the relative tolerance `rel`. */
 const near = (a: number, b: number, rel: number): boolean => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b));
-
-/**
- * The first number in `x` (a parsed record, any depth) that is not finite, said with its dotted
- * path ("time.low is -Infinity …"), or undefined. JSON has no Infinity, but JSON.parse reads 1e999
- * as one, and valibot's number() takes it: a record carrying one was not written by kerncap.
- */
-export function nonFinite(x: unknown, at = ""): string | undefined {
-  if (typeof x === "number")
-    return Number.isFinite(x) ? undefined : `${at || "(top level)"} is ${x}: a number kerncap never writes (JSON 1e999 reads as Infinity)`;
-  if (Array.isArray(x)) {
-    for (let i = 0; i < x.length; i++) {
-      const p = nonFinite(x[i], `${at}[${i}]`);
-      if (p) return p;
-    }
-  } else if (x && typeof x === "object") {
-    for (const [k, y] of Object.entries(x)) {
-      const p = nonFinite(y, at ? `${at}.${k}` : k);
-      if (p) return p;
-    }
-  }
-  return undefined;
-}

@@ -140,3 +140,25 @@ export function jsonDepth(text: string): number {
 
 /** The deepest nesting any JSON file kerncap reads from a capture, an archive or a results file may have (kerncap's own documents reach about 8). */
 export const JSON_MAX_DEPTH = 64;
+
+/**
+ * The first number in `x` (a parsed document: a manifest, a record, judging settings; any depth) that is not finite, said with its dotted
+ * path ("time.low is -Infinity …"), or undefined. JSON has no Infinity, but JSON.parse reads 1e999
+ * as one, and valibot's number() takes it: a document carrying one was not written by kerncap (adversary round 70: a manifest's `1e999` exported as `Infinity` into C).
+ */
+export function nonFinite(x: unknown, at = ""): string | undefined {
+  if (typeof x === "number")
+    return Number.isFinite(x) ? undefined : `${at || "(top level)"} is ${x}: a number kerncap never writes (JSON 1e999 reads as Infinity)`;
+  if (Array.isArray(x)) {
+    for (let i = 0; i < x.length; i++) {
+      const p = nonFinite(x[i], `${at}[${i}]`);
+      if (p) return p;
+    }
+  } else if (x && typeof x === "object") {
+    for (const [k, y] of Object.entries(x)) {
+      const p = nonFinite(y, at ? `${at}.${k}` : k);
+      if (p) return p;
+    }
+  }
+  return undefined;
+}

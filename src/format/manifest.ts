@@ -9,6 +9,7 @@ import { posix } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { nonFinite } from "./json-position.ts";
 
 /** Manifest format version written by this build. Bump on any incompatible change. */
 export const MANIFEST_VERSION = 2;
@@ -84,7 +85,7 @@ export const LaunchAttribute = v.object({
   valueHex: v.string(),
 });
 
-export const FunctionAttribute = v.object({ id: U, name: v.string(), value: v.number() });
+export const FunctionAttribute = v.object({ id: U, name: v.string(), value: v.pipe(v.number(), v.integer(), v.minValue(-(2 ** 31)), v.maxValue(2 ** 31 - 1)) }); // an int (cuFuncGetAttribute)
 
 export const ParamSlot = v.object({ index: U, offset: U, size: U });
 export type ParamSlot = v.InferOutput<typeof ParamSlot>;
@@ -244,6 +245,12 @@ export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
       hint: "Upgrade kerncap to the version that wrote this capture (see tool.version in the manifest).",
     });
   }
+  // JSON has no Infinity, but JSON.parse reads 1e999 as one and valibot's number() takes it (adversary round 70: export wrote it into C)
+  const inf = nonFinite(json);
+  if (inf)
+    throw new KerncapError("E_MANIFEST", `${where} is malformed: ${inf}`, {
+      hint: "This is not a manifest kerncap wrote: a damaged or crafted capture. Capture again, or ask its sender for the capture as kerncap wrote it.",
+    });
   const r = v.safeParse(Manifest, json);
   if (!r.success) {
     const issues = r.issues

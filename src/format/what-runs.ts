@@ -14,6 +14,7 @@ import { KerncapError } from "../errors.ts";
 import { readInCapture } from "./paths.ts";
 import { frontendRunFiles, runFileSpecs, type RunFiles } from "./run-files.ts";
 import { othersMayWrite } from "../user-group.ts";
+import { whichAbsolute } from "../env.ts";
 
 /** build.sh is a short script: a larger one is not printed whole (bytes). */
 const BUILD_SH_MAX = 1 << 20;
@@ -220,7 +221,7 @@ const PER_PROCESS = /^\/+(proc|dev|sys)(\/|$)/;
 function resolvedElsewhere(path: string): string | undefined {
   const cwd = privateTempFolder("kerncap-resolve-");
   try {
-    const r = spawnSync("realpath", ["-e", "--", path], { cwd, encoding: "utf8", timeout: 10_000 });
+    const r = spawnSync(whichAbsolute("realpath") ?? "/usr/bin/realpath", ["-e", "--", path], { cwd, encoding: "utf8", timeout: 10_000 });
     return r.status === 0 ? r.stdout.replace(/\n$/, "") : undefined;
   } finally {
     rmSync(cwd, { recursive: true, force: true });

@@ -19,7 +19,7 @@ import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
 import confineFile from "../../c/build/kerncap-confine" with { type: "file" };
 import { cachedFolder } from "../cache.ts";
-import { sandboxOff } from "../env.ts";
+import { sandboxOff, whichAbsolute } from "../env.ts";
 import { homeOrAbove } from "../format/paths.ts";
 import { findNvcc } from "./cuda/nvcc.ts";
 
@@ -146,7 +146,7 @@ export function sandboxPaths(o: { folder: string; tmp: string; recorded: { files
   } catch {
     /* no toolkit: the build fails as it would anyway */
   }
-  const nvccs = [o.env.NVCC, Bun.which("nvcc", { PATH }) ?? undefined, found, "/usr/local/cuda/bin/nvcc"].filter((p): p is string => !!p && existsSync(p));
+  const nvccs = [o.env.NVCC, whichAbsolute("nvcc", PATH) ?? undefined, found, "/usr/local/cuda/bin/nvcc"].filter((p): p is string => !!p && existsSync(p));
   // a folder that is /, the user's home or above it is never bound whole (a wrapper at ~/gcc, ~/bin/nvcc): the file alone
   const folder = (f: string, file: string) => ro.add(homeOrAbove(f) ? file : f);
   for (const n of nvccs) {
@@ -156,7 +156,7 @@ export function sandboxPaths(o: { folder: string; tmp: string; recorded: { files
     for (const root of [dirname(dirname(n)), dirname(dirname(real(n) ?? n))]) if (isToolkit(root) && !homeOrAbove(root)) ro.add(root);
   }
   for (const tool of ["gcc", "g++", "cc", "c++", "bash", "timeout"]) {
-    const p = Bun.which(tool, { PATH });
+    const p = whichAbsolute(tool, PATH);
     const r = p ? real(p) : undefined;
     if (!p || !r) continue;
     ro.add(p); // the name itself: the links on its way (/usr/bin/c++ -> /etc/alternatives/c++ -> g++) are made again in the tree

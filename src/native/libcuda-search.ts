@@ -6,7 +6,7 @@
  */
 import { libcudaOverride } from "../env.ts";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 
 /**
@@ -27,11 +27,23 @@ export function libcudaCandidates(cwd = process.cwd(), environ: Record<string, s
   }
   // and the only candidate: a file that does not load (not an ELF, the wrong one) is said, not passed over
   if (env) return [env];
-  return [...bareLibraryNames(["libcuda.so.1", "libcuda.so"], cwd), "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
+  return [...bareLibraryNames(["libcuda.so.1", "libcuda.so"], cwd, environ), "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"];
 }
-/** The bare library names that no file of the working folder would shadow. */
-export function bareLibraryNames(names: string[], cwd = process.cwd()): string[] {
-  return names.filter((n) => !existsSync(join(cwd, n)));
+/**
+ * The bare library names that no file of the working folder would shadow: neither in the working
+ * folder itself nor in a folder LD_LIBRARY_PATH names by an empty or relative entry (the loader
+ * reads those against the working folder: adversary round 70, `LD_LIBRARY_PATH=./lib` loaded a
+ * planted lib/libcuda.so.1 in `kerncap doctor` and `replay`). Absolute entries are the user's own
+ * statement and stay.
+ */
+export function bareLibraryNames(names: string[], cwd = process.cwd(), env: Record<string, string | undefined> = process.env): string[] {
+  return names.filter((n) => !workingFolders(cwd, env).some((f) => existsSync(join(f, n))));
+}
+
+/** The working folder and the folders LD_LIBRARY_PATH names relative to it (its empty and relative entries). */
+function workingFolders(cwd: string, env: Record<string, string | undefined>): string[] {
+  const relative = (env.LD_LIBRARY_PATH ?? "").split(/[:;]/).filter((e) => !e.startsWith("/"));
+  return [cwd, ...relative.map((e) => resolve(cwd, e))];
 }
 /** dlopen's reason from a loader error, without the library name it repeats (missing file, missing symbol, wrong ELF class). */
 export function loaderReason(e: unknown): string {
@@ -89,12 +101,12 @@ export function noDriverError(tried: { name: string; reason: string }[]): Kernca
 /**
  * What the usual libcuda search (libcudaCandidates without KERNCAP_LIBCUDA) tried, for its failure
  * message: describeTried, then the bare names it left out because a file of that name is in the
- * working folder (bareLibraryNames), which would otherwise vanish from the list unexplained.
+ * working folder or a folder LD_LIBRARY_PATH names relative to it (bareLibraryNames), which would otherwise vanish from the list unexplained.
  */
 export function describeLibcudaSearch(tried: { name: string; reason: string }[], cwd = process.cwd()): string {
   const shadowed = ["libcuda.so.1", "libcuda.so"].filter((n) => !bareLibraryNames([n], cwd).length);
   const text = describeTried(tried);
   return shadowed.length
-    ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)`
+    ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder, or in a folder LD_LIBRARY_PATH names relative to it, would be loaded instead: kerncap never loads code from there)`
     : text;
 }

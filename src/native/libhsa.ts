@@ -51,7 +51,11 @@ export function hsaLibraryCandidates(env: Record<string, string | undefined> = p
   if (own && own.includes("/") && !existsSync(own)) return [own];
   if (own) c.push(own);
   for (const root of [env.ROCM_PATH, "/opt/rocm"].filter(Boolean) as string[]) c.push(join(root, "lib", "libhsa-runtime64.so.1"));
-  c.push("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1", "/usr/lib64/libhsa-runtime64.so.1", ...bareLibraryNames(["libhsa-runtime64.so.1"]));
+  c.push(
+    "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1",
+    "/usr/lib64/libhsa-runtime64.so.1",
+    ...bareLibraryNames(["libhsa-runtime64.so.1"], process.cwd(), env),
+  );
   return c;
 }
 

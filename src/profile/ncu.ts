@@ -17,6 +17,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { whichAbsolute } from "../env.ts";
 
 export type NsightTool = "ncu" | "nsys";
 
@@ -25,7 +26,7 @@ export type NsightTool = "ncu" | "nsys";
  * @throws KerncapError E_NO_NCU / E_NO_NSYS naming where it looked
  */
 export function findNsightTool(tool: NsightTool, env: Record<string, string | undefined> = process.env): string {
-  const onPath = Bun.which(tool, { PATH: env.PATH ?? "" });
+  const onPath = whichAbsolute(tool, env.PATH);
   // CUDA_HOME names the toolkit when set; /usr/local/cuda is the default install otherwise
   const cands = [onPath, join(env.CUDA_HOME || "/usr/local/cuda", "bin", tool)].filter((x): x is string => !!x && existsSync(x));
   if (cands[0]) return cands[0];

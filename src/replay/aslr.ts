@@ -9,7 +9,7 @@
  * the first collided.
  */
 import { arch } from "node:os";
-import { aslrRetryChildEnv, aslrRetryDisabled, isAslrRetryChild } from "../env.ts";
+import { aslrRetryChildEnv, aslrRetryDisabled, isAslrRetryChild, whichAbsolute } from "../env.ts";
 import { isKerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { selfEnv, thisCommandAgain } from "../util/self-exec.ts";
@@ -18,7 +18,7 @@ const SETARCH_ARCH: Record<string, string> = { x64: "x86_64", arm64: "aarch64" }
 
 /** The command prefix that runs a program without address-space randomization (`setarch MACHINE -R`), or undefined where setarch or the machine name is missing. */
 export function noAslrPrefix(): string[] | undefined {
-  const setarch = Bun.which("setarch");
+  const setarch = whichAbsolute("setarch");
   const machine = SETARCH_ARCH[arch()];
   return setarch && machine ? [setarch, machine, "-R"] : undefined;
 }

@@ -26,6 +26,7 @@ import { elementType, unknownElementType } from "./tolerance.ts";
 // the file's schema (its id, the settings' shape) is src/format/judge-file.ts: `kerncap schema judge-settings` prints it
 export { JUDGE_SCHEMA } from "../format/judge-file.ts";
 import { JUDGE_SCHEMA, JudgeFile, type JudgeSettings } from "../format/judge-file.ts";
+import { nonFinite } from "../format/json-position.ts";
 export type { JudgeSettings } from "../format/judge-file.ts";
 
 /** The settings as stored and hashed: keys in a fixed order, absent ones left out. */
@@ -61,7 +62,6 @@ export function readJudging(dir: string): JudgeSettings | undefined {
   return readStored(dir)?.settings;
 }
 
-/** readJudging's settings with the SHA-256 of the bytes they were read from (`file`: what an acceptance is recorded for), from one read. */
 /**
  * The stored settings with the SHA-256 of the bytes they were read from (hex: the digest
  * `kerncap judge DIR --accept=DIGEST` takes), in one read; undefined without a file.
@@ -86,6 +86,8 @@ function readStored(dir: string): { settings: JudgeSettings; file: string } | un
   } catch (e) {
     throw new KerncapError("E_JUDGE", `${JUDGE_FILE} in ${dir} is not valid JSON: ${(e as Error).message}`, { hint });
   }
+  const inf = nonFinite(json);
+  if (inf) throw new KerncapError("E_JUDGE", `${JUDGE_FILE} in ${dir} is not kerncap's judging settings: ${inf}`, { hint });
   const r = v.safeParse(JudgeFile, json);
   if (!r.success)
     throw new KerncapError(
@@ -119,7 +121,24 @@ export function writeJudging(dir: string, s: JudgeSettings): string | undefined 
     if (stats) rmSync(path);
     return undefined;
   }
-  return writeInCapture(dir, JUDGE_FILE, JSON.stringify({ schema: JUDGE_SCHEMA, settings: c, sha256: digest(c) }, null, 1) + "\n");
+  return writeInCapture(dir, JUDGE_FILE, judgingText(c));
+}
+
+/** The bytes writeJudging writes for settings `s` (already checked), as text. */
+function judgingText(c: JudgeSettings): string {
+  return JSON.stringify({ schema: JUDGE_SCHEMA, settings: c, sha256: digest(c) }, null, 1) + "\n";
+}
+
+/**
+ * The SHA-256 of the file writeJudging writes for `s` (hex): what the user accepts by writing them
+ * (kerncap judge), taken from the bytes written, never from the file read back (a folder another
+ * user can write may hold their file by then: adversary round 70).
+ * @throws KerncapError E_USAGE for settings that do not check (as writeJudging)
+ */
+export function writtenJudgingDigest(s: JudgeSettings): string {
+  return createHash("sha256")
+    .update(judgingText(canonical(checkSettings(s))))
+    .digest("hex");
 }
 
 /** Options of one run as the engine takes them (ReplayOptions' tolerance fields). */
@@ -205,12 +224,13 @@ const same = (r: TrustRecord, k: Omit<TrustRecord, "at">) =>
   r.dir === k.dir && r.dev === k.dev && r.ino === k.ino && r.uid === k.uid && r.birth === k.birth && r.runs === k.runs;
 
 /**
- * Record that the user accepts the judging file of capture `dir` as it is now (its digest), for
- * this folder. Nothing is recorded without a state folder of the user's own (the settings then
+ * Record that the user accepts the judging file of capture `dir` whose bytes have the SHA-256 `d`
+ * (the bytes shown, or written: never the file read again, which another user may have replaced
+ * meanwhile), for this folder. Nothing is recorded without a state folder of the user's own (the settings then
  * stay unused in a received capture, said where they are read).
  * @returns whether it was recorded
  */
-export function acceptJudging(dir: string, d: string | undefined = fileDigest(dir)): boolean {
+export function acceptJudging(dir: string, d: string | undefined): boolean {
   const state = stateDir();
   if (!d || !state) return false;
   const key = trustKey(dir, `judge:${d}`);

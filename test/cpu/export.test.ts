@@ -41,7 +41,7 @@ import { DOCUMENTS, jsonDocument } from "../../src/format/documents.ts";
 import type { Manifest } from "../../src/format/manifest.ts";
 import { RECEIVED_MARK } from "../../src/format/file-names.ts";
 import { kc64 } from "../../src/format/kc64.ts";
-import { acceptJudging, readJudging, writeJudging } from "../../src/replay/judge-settings.ts";
+import { acceptJudging, readJudging, readJudgingFile, writeJudging } from "../../src/replay/judge-settings.ts";
 import { chunkedRanges } from "../raw-fixture.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { deadPid, grepTree, PLANTED, plantPrivate, stderrOf, tempDir } from "./fixtures.ts";
@@ -806,12 +806,12 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
       expect(theirs.judging.ignored).toContain("not used until you accept them");
       expect(readFileSync(join(out, "..", "theirs", "capture.h"), "utf8")).toContain("#define ATOL 0.0\n");
       expect(readFileSync(join(out, "..", "theirs", "README.md"), "utf8")).toContain("**Not used**: kerncap-judge.json of this received capture");
-      expect(acceptJudging(cap)).toBe(true);
+      expect(acceptJudging(cap, readJudgingFile(cap)!.file)).toBe(true);
       expect(exportCapture(cap, join(out, "..", "accepted")).judging.settings).toEqual({ atol: 1e-3, nondeterministic: true });
       expect(readFileSync(join(out, "..", "accepted", "capture.h"), "utf8")).toContain("#define ATOL 0.001\n");
       // C double literals whatever the value: 1e+21 (not 1e+21.0, which gcc refused: adversary 34), 5.0
       writeJudging(cap, { atol: 1e21, rtol: 5 });
-      expect(acceptJudging(cap)).toBe(true);
+      expect(acceptJudging(cap, readJudgingFile(cap)!.file)).toBe(true);
       exportCapture(cap, join(out, "..", "large"));
       const header = readFileSync(join(out, "..", "large", "capture.h"), "utf8");
       expect(header).toContain("#define ATOL 1e+21\n");

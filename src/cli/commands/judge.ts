@@ -26,6 +26,7 @@ import {
   readJudgingFile,
   unusedJudgingNote,
   writeJudging,
+  writtenJudgingDigest,
   type JudgeSettings,
 } from "../../replay/judge-settings.ts";
 import { declaredRegionTypesOf } from "../../frontends/index.ts"; // also the frontend registry: judgingNotOwn (receivedBecause) reads every frontend's run files (src/format/run-files.ts)
@@ -189,11 +190,12 @@ function judgeLocked(dir: string, m: Manifest, args: ParsedArgs<typeof judgeArgs
   const prior = read?.settings;
   let settings = prior ?? {};
   let file: string | null = prior ? resolve(dir, JUDGE_FILE) : null;
+  let wrote: string | undefined; // the digest of the bytes this command wrote (what it accepts: never the file read back)
   // a received capture's settings not accepted (the sender's): a setting the user writes starts from none, never
   // adopting the sender's others with it (trial 18: --rtol kept the sender's atol 1e308 and accepted it all)
   // the same for a file another user owns or may write (trial 20: a team member copied atol 1e30 over a group-writable one)
   const notOwn = prior !== undefined ? judgingNotOwn(dir, m) : undefined;
-  const unaccepted = notOwn !== undefined && !judgingAccepted(dir);
+  const unaccepted = notOwn !== undefined && !judgingAccepted(dir, read?.file);
   const senders = changing && !args.clear && !accept && prior !== undefined && unaccepted;
   if (senders)
     log.warn(
@@ -213,11 +215,12 @@ function judgeLocked(dir: string, m: Manifest, args: ParsedArgs<typeof judgeArgs
     // a type named now that does not fit its region (its size, the signature's type) is said, and stored as given
     for (const w of regionDtypeWarnings(m, p, given.dtypes ?? {}, declaredRegionTypesOf(m))) log.warn(w);
     file = writeJudging(dir, settings) ?? null;
+    if (file) wrote = writtenJudgingDigest(settings);
   }
   // settings the user wrote, or accepted as they are: a received capture's replays use them from now on (judgingInEffect)
   if (file && (changing || accept) && judgingNotOwn(dir, m)) {
     // what is accepted is the bytes shown (read once above), or the file the user just wrote
-    if (!acceptJudging(dir, changing ? undefined : read?.file))
+    if (!acceptJudging(dir, changing ? wrote : read?.file))
       log.warn("kerncap keeps no state folder of your own (XDG_STATE_HOME), so a received capture's settings stay unused");
     else if (accept) log.success(`accepted: the replays of ${dir} use these settings (until ${JUDGE_FILE} changes)`);
   } else if (accept && !file) log.info(`${dir} has no judging settings to accept`);
@@ -225,7 +228,7 @@ function judgeLocked(dir: string, m: Manifest, args: ParsedArgs<typeof judgeArgs
   // no settings, nothing used (inspect's judgingUsed false too: nu10 #11)
   const used = file !== null && !judgingUnused(dir, m);
   // the settings awaiting acceptance: the digest of the bytes shown, and the command that accepts them (nu10 #28)
-  const digest = !file || used ? undefined : changing ? readJudgingFile(dir)?.file : read?.file;
+  const digest = !file || used ? undefined : changing ? wrote : read?.file;
   const awaiting = digest ? { digest, command: acceptCommand(shellPath(dir), digest) } : null;
   // changed: the stored settings differ from those before (the same --rtol twice, a --clear of none: unchanged; a new user's finding)
   const changed = changing && storedBytes(dir) !== before;

@@ -19,6 +19,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
+import { whichAbsolute } from "../../env.ts";
 
 export interface CompileCommand {
   /** Absolute path of the TU. */
@@ -218,7 +219,7 @@ export function compileDatabase(given: string): CompileDatabase {
 export function readCompileCommands(path: string, o: { logDir?: string } = {}): CompileCommand[] {
   const db = compileDatabase(path);
   if (db.kind === "ninja") {
-    const ninja = Bun.which("ninja") ?? Bun.which("ninja-build");
+    const ninja = whichAbsolute("ninja") ?? whichAbsolute("ninja-build");
     if (!ninja)
       throw new KerncapError(
         "E_COMPILE_COMMANDS",

@@ -4,7 +4,7 @@
  * locator, the includer search and the slice's metadata check all need it, and none of them may
  * import another in a cycle.
  */
-import { absolutePathList } from "../../env.ts";
+import { absolutePathList, whichAbsolute } from "../../env.ts";
 
 export interface KernelNameParts {
   /** Qualified name with template arguments, e.g. `ns::mul_mat_q<(ggml_type)2, 64, false>`. */
@@ -65,7 +65,7 @@ export function demangledNames(names: string[]): string[] {
   const mangled = names.filter((n) => n.startsWith("_Z"));
   if (!mangled.length) return names;
   const PATH = absolutePathList(process.env.PATH);
-  const filt = Bun.which("c++filt", { PATH }) ?? Bun.which("cu++filt", { PATH });
+  const filt = whichAbsolute("c++filt", PATH) ?? whichAbsolute("cu++filt", PATH);
   if (!filt) return names;
   const p = Bun.spawnSync([filt, ...mangled], { stdout: "pipe", stderr: "ignore", timeout: 2000, env: { ...process.env, PATH } });
   const out = p.exitCode === 0 ? p.stdout.toString().split("\n") : [];

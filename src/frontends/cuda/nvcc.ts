@@ -4,13 +4,13 @@
  * the confined build.
  */
 import { existsSync } from "node:fs";
-import { buildChildEnv, reproducerBuildEnv } from "../../env.ts";
+import { buildChildEnv, reproducerBuildEnv, whichAbsolute } from "../../env.ts";
 import { KerncapError } from "../../errors.ts";
 import { type CudaFlags, flagArgv } from "./flags.ts";
 
 /** Path of the nvcc that will compile ($NVCC, /usr/local/cuda/bin/nvcc, /usr/local/bin/nvcc, PATH; its toolkit root is two levels up). */
 export function findNvcc(): string {
-  const p = [process.env.NVCC, "/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc", Bun.which("nvcc")].find((x): x is string => !!x && existsSync(x));
+  const p = [process.env.NVCC, "/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc", whichAbsolute("nvcc")].find((x): x is string => !!x && existsSync(x));
   if (!p) throw new KerncapError("E_NO_NVCC", "nvcc not found", { hint: "Install the CUDA toolkit or set NVCC to its nvcc." });
   return p;
 }
@@ -22,7 +22,7 @@ export function findNvcc(): string {
  */
 export function buildShNvcc(dir: string): string {
   const env = buildChildEnv(reproducerBuildEnv({ force: false }), [dir]);
-  return env.NVCC || Bun.which("nvcc", { PATH: env.PATH ?? "" }) || "/usr/local/cuda/bin/nvcc";
+  return env.NVCC || whichAbsolute("nvcc", env.PATH) || "/usr/local/cuda/bin/nvcc";
 }
 
 /** `nvcc -M` of a TU with these flags, device pass for the arch (sm_90): make-style output on stdout. */

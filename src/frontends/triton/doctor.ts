@@ -3,6 +3,7 @@
  * the triton and torch packages it sees, read through importlib.metadata (nothing is imported).
  */
 import type { DoctorCheck } from "../frontend.ts";
+import { whichAbsolute } from "../../env.ts";
 
 /**
  * Run `argv` to its end (at most `timeoutMs`) in `/`: `python3 -c` puts its working folder first
@@ -20,7 +21,7 @@ function sh(argv: string[], timeoutMs: number, env: Record<string, string | unde
 
 /** python3 and the versions of triton and torch (importlib.metadata: nothing is imported). */
 export function checkPython(env: Record<string, string | undefined>): DoctorCheck[] {
-  const py = Bun.which("python3", { PATH: env.PATH ?? "" });
+  const py = whichAbsolute("python3", env.PATH);
   if (!py)
     return [{ id: "python", status: "warn", detail: "python3 not found", fix: "Only Triton/PyTorch captures need it (the Triton reproducer runs repro.py)." }];
   const code =

@@ -9,6 +9,7 @@
  */
 import { log } from "../../log.ts";
 import type { ClockState } from "./interface.ts";
+import { whichAbsolute } from "../../env.ts";
 
 export const CLOCK_QUERY = ["--query-gpu=clocks.sm,clocks.mem,clocks.applications.graphics,clocks.max.sm", "--format=csv,noheader,nounits"];
 
@@ -26,7 +27,7 @@ export function parseClocks(text: string): ClockState | null {
  * @returns a promise of the state, null without nvidia-smi or when it fails (logged at debug); never rejects
  */
 export function queryClocks(pciBusId?: string): Promise<ClockState | null> {
-  const smi = Bun.which("nvidia-smi");
+  const smi = whichAbsolute("nvidia-smi");
   if (!smi) return Promise.resolve(null);
   try {
     const p = Bun.spawn([smi, ...(pciBusId ? ["-i", pciBusId] : []), ...CLOCK_QUERY], { stdout: "pipe", stderr: "pipe", timeout: 5000 });

@@ -56,3 +56,30 @@ test("a manifest's chunk size past 64 MiB (the capture library's largest) is no 
   writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
   expect(() => readManifest(dir)).toThrow(/memory.chunkBytes 1099511627776 is not a power of two from 4096 to 64 MiB/);
 });
+
+test("a manifest number that reads as Infinity (JSON 1e999) is refused by name, in the manifest (which export reads) and in judging settings (adversary round 70)", async () => {
+  const { makeCapture } = await import("../fixtures.ts");
+  const { readManifest } = await import("../../../src/format/capture-dir.ts");
+  const { readJudging, writeJudging } = await import("../../../src/replay/judge-settings.ts");
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  const path = join(dir, "kerncap.json");
+  const text = (await Bun.file(path).text()).replace('"app_launch_us": 4.5', '"app_launch_us": 1e999');
+  expect(text).toContain("1e999");
+  writeFileSync(path, text);
+  let err: any;
+  try {
+    readManifest(dir);
+  } catch (e) {
+    err = e;
+  }
+  expect(err?.code).toBe("E_MANIFEST");
+  expect(err?.message).toContain("timing.app_launch_us is Infinity");
+  // the judging settings: the same refusal, E_JUDGE
+  const other = join(tempDir(), "cap");
+  await makeCapture(other);
+  writeJudging(other, { atol: 1e-3 });
+  const jp = join(other, "kerncap-judge.json");
+  writeFileSync(jp, (await Bun.file(jp).text()).replace('"atol": 0.001', '"atol": 1e999'));
+  expect(() => readJudging(other)).toThrow(/atol is Infinity/);
+});

@@ -1,6 +1,6 @@
 /** The driver libraries are never taken from the working folder (a fresh-user trial: a libcuda.so.1 there was loaded). */
 import { expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describeLibcudaSearch, libcudaCandidates } from "../../../src/native/libcuda.ts";
@@ -17,13 +17,42 @@ test("a libcuda.so.1 / libhsa-runtime64.so.1 in the working folder removes that 
     expect(c).toContain("/usr/lib/x86_64-linux-gnu/libcuda.so.1");
     // and the message of a failed search says which name was left out, and why
     expect(describeLibcudaSearch([{ name: "libcuda.so", reason: "cannot open shared object file" }], d)).toBe(
-      "libcuda.so: cannot open shared object file; not tried: libcuda.so.1 (a file of that name in the working folder would be loaded instead: kerncap never loads code from there)",
+      "libcuda.so: cannot open shared object file; not tried: libcuda.so.1 (a file of that name in the working folder, or in a folder LD_LIBRARY_PATH names relative to it, would be loaded instead: kerncap never loads code from there)",
     );
     const cwd = process.cwd();
     process.chdir(d);
     writeFileSync(join(d, "libhsa-runtime64.so.1"), "x");
     try {
       expect(hsaLibraryCandidates({})).not.toContain("libhsa-runtime64.so.1");
+    } finally {
+      process.chdir(cwd);
+    }
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test("a folder LD_LIBRARY_PATH names relative to the working folder (or by an empty entry) removes the bare names it holds (adversary round 70)", () => {
+  const d = mkdtempSync(join(tmpdir(), "kerncap-libs-"));
+  try {
+    mkdirSync(join(d, "lib"));
+    writeFileSync(join(d, "lib", "libcuda.so.1"), "planted");
+    writeFileSync(join(d, "lib", "libhsa-runtime64.so.1"), "planted");
+    for (const LD_LIBRARY_PATH of ["./lib", "lib", "/usr/lib:lib", "lib;/usr/lib"]) {
+      const c = libcudaCandidates(d, { LD_LIBRARY_PATH });
+      expect(c, LD_LIBRARY_PATH).not.toContain("libcuda.so.1");
+      expect(c, LD_LIBRARY_PATH).toContain("libcuda.so");
+    }
+    // the same folder named absolutely is the user's own statement: the bare name stays
+    expect(libcudaCandidates(d, { LD_LIBRARY_PATH: join(d, "lib") })).toContain("libcuda.so.1");
+    // an empty entry is the working folder itself
+    writeFileSync(join(d, "libcuda.so"), "planted");
+    expect(libcudaCandidates(d, { LD_LIBRARY_PATH: "/usr/lib:" })).not.toContain("libcuda.so");
+    const cwd = process.cwd();
+    process.chdir(d);
+    try {
+      expect(hsaLibraryCandidates({ LD_LIBRARY_PATH: "lib" })).not.toContain("libhsa-runtime64.so.1");
+      expect(hsaLibraryCandidates({})).toContain("libhsa-runtime64.so.1");
     } finally {
       process.chdir(cwd);
     }

@@ -51,7 +51,7 @@ describe("whose judging settings a replay uses (trial 17: a sender's atol 1e308 
     const { makeCapture, tempDir } = await import("../fixtures.ts");
     const { markReceived } = await import("../../../src/format/received.ts");
     const { readManifest } = await import("../../../src/format/capture-dir.ts");
-    const { acceptJudging, judgingAccepted, judgingInEffect } = await import("../../../src/replay/judge-settings.ts");
+    const { acceptJudging, judgingAccepted, judgingInEffect, readJudgingFile, writtenJudgingDigest } = await import("../../../src/replay/judge-settings.ts");
     const saved = process.env.XDG_STATE_HOME;
     process.env.XDG_STATE_HOME = tempDir(); // this test's own acceptance records
     try {
@@ -68,11 +68,22 @@ describe("whose judging settings a replay uses (trial 17: a sender's atol 1e308 
       expect(first.settings).toBeUndefined();
       expect(first.ignored).toContain("holds the sender's judging settings; not used until you accept them");
       expect(judgingAccepted(got)).toBe(false);
-      expect(acceptJudging(got)).toBe(true);
+      expect(acceptJudging(got, readJudgingFile(got)!.file)).toBe(true);
       expect(judgingInEffect(got, m, true).settings).toEqual({ atol: 1e308, multiset: ["all"] });
       // the sender (or anyone who can write the folder) changes the file afterwards: not accepted any more
       writeJudging(got, { rtol: 1 });
       expect(judgingInEffect(got, m, true).settings).toBeUndefined();
+      // what the user writes is accepted by the digest of the bytes written, never by the file read back: another user who
+      // replaces it between the write and the acceptance (adversary round 70: a received folder they can write) gets nothing accepted
+      writeJudging(got, { rtol: 1e-3 });
+      const wrote = writtenJudgingDigest({ rtol: 1e-3 });
+      expect(wrote).toBe(readJudgingFile(got)!.file);
+      writeJudging(got, { atol: 1e300, multiset: ["all"] }); // the other user's file, in its place before the acceptance
+      expect(acceptJudging(got, wrote)).toBe(true);
+      expect(judgingInEffect(got, m, true).settings).toBeUndefined();
+      writeJudging(got, { rtol: 1e-3 }); // the bytes written, back: accepted
+      expect(judgingInEffect(got, m, true).settings).toEqual({ rtol: 1e-3 });
+      writeJudging(got, { rtol: 1 }); // the file the folders below copy
       // another folder with the same file is another acceptance
       const other = join(tempDir(), "other");
       await makeCapture(other);
