@@ -24,6 +24,7 @@ const ROOTS: { file: string; name: string; schema: string }[] = [
   { file: "src/format/manifest.ts", name: "manifest", schema: "Manifest" },
   { file: "src/format/capture-set.ts", name: "capture-set", schema: "CaptureSet" },
   { file: "src/format/judge-file.ts", name: "judge-settings", schema: "JudgeFile" },
+  { file: "src/format/eval-record.ts", name: "eval-shard", schema: "EvalShardMarker" },
 ];
 
 function program(): ts.Program {

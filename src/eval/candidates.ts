@@ -342,13 +342,16 @@ export function parseCandidates(specs: (string | Candidate)[]): Candidate[] {
   const parsed = specs.map((s) => ({ s, c: typeof s === "string" ? candidateOrRefusal(s, parseCandidate) : s }));
   // labels told apart over every path given, one of a name and content at another path included (nu7 #18: dd/a/saxpy.cu and
   // dd/b/saxpy.cu of one content were evaluated once as "saxpy.cu", which a script mapping its paths to labels found for neither)
+  // a path given on the command line is one candidate however often it is given; a listed candidate (an object: a
+  // --candidate-list entry) is its label's, whatever path it names (nu5 #1: two labels of one spec lost the second label)
+  const keyOf = (s: string | Candidate, c: Candidate) => (typeof s === "string" ? (c.path ?? c.id) : c.id);
   const once = new Map<string, Candidate>();
-  for (const { c } of parsed) if (!once.has(c.path ?? c.id)) once.set(c.path ?? c.id, c);
+  for (const { s, c } of parsed) if (!once.has(keyOf(s, c))) once.set(keyOf(s, c), c);
   const keys = [...once.keys()];
   const labelled = new Map(distinctLabels([...once.values()]).map((c, i) => [keys[i]!, c]));
   const seen = new Map<string, Candidate>();
   for (const { s, c } of parsed) {
-    const mine = labelled.get(c.path ?? c.id)!;
+    const mine = labelled.get(keyOf(s, c))!;
     const first = seen.get(c.id);
     if (!first) seen.set(c.id, mine);
     else if (typeof s === "string") {

@@ -23,6 +23,7 @@ import { recordAuthHint } from "../format/record-auth.ts";
 import { CANDIDATE_FAULT_CODES, type Candidate } from "./candidates.ts";
 import { meanSpeedup } from "./timing.ts";
 import { plural } from "../util/format.ts";
+import { EVAL_SHARD_MARKER } from "../format/eval-record.ts";
 
 /** The input of a candidate that never reached a GPU (its build's record). */
 export const BUILD_INPUT = "(build)";
@@ -137,7 +138,7 @@ export function evalRecordProblem(r: EvalRecord): string | undefined {
 }
 
 /** The schema of the line a sharded eval given no candidate writes in its --jsonl file ({shard, at, auth}): that shard ran (--merge). */
-export const EVAL_SHARD_MARKER = "kerncap.eval-shard/1";
+export { EVAL_SHARD_MARKER };
 
 export const EVAL_RECORDS: RecordKind<EvalRecord> = {
   schema: documentId("eval-record"),

@@ -9,7 +9,7 @@
  * (looseObject): added fields do not bump the version; a removed or retyped field does.
  */
 import { CheckRecord } from "./check-record.ts";
-import { EVAL_VERDICTS, EvalRecord } from "./eval-record.ts";
+import { EVAL_SHARD_MARKER, EVAL_VERDICTS, EvalRecord, EvalShardMarker } from "./eval-record.ts";
 import { CaptureSet } from "./capture-set.ts";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import { describeFields, TITLES } from "./schema-text.ts";
@@ -554,13 +554,14 @@ export const DOCUMENTS = {
 } satisfies Record<DocumentName, v.GenericSchema>;
 
 /** What `kerncap schema` can print: the manifest, the files kerncap writes in a capture folder with a schema id of their own, and every document. */
-export const SCHEMA_NAMES = ["manifest", "capture-set", "judge-settings", "candidate-list", ...Object.keys(DOCUMENTS)] as const;
+export const SCHEMA_NAMES = ["manifest", "capture-set", "judge-settings", "candidate-list", "eval-shard", ...Object.keys(DOCUMENTS)] as const;
 
 /** Files with a schema of their own (not a verb's document): their valibot schema and `schema` id. */
 const FILE_SCHEMAS: Record<string, { schema: v.GenericSchema; id: string }> = {
   "judge-settings": { schema: JudgeFile, id: JUDGE_SCHEMA },
   /** eval's --candidate-list FILE (no schema field of its own: the $id names the form). */
   "candidate-list": { schema: CandidateList, id: "kerncap.candidate-list" },
+  "eval-shard": { schema: EvalShardMarker, id: EVAL_SHARD_MARKER }, // a line of eval's --jsonl file
 };
 
 /**

@@ -183,3 +183,19 @@ export const EvalRecord = v.object({
   auth: v.optional(v.string()),
 });
 export type EvalRecord = v.InferOutput<typeof EvalRecord>;
+
+/** The schema id of the line a sharded eval given no candidate writes in its --jsonl file. */
+export const EVAL_SHARD_MARKER = "kerncap.eval-shard/1";
+
+/** That line: this shard of this run ran and held no candidate, so that `--merge` counts the shard (src/eval/report.ts EVAL_RECORDS.marker). */
+export const EvalShardMarker = v.object({
+  schema: v.literal(EVAL_SHARD_MARKER),
+  /** The shard, "K/N" (--shard K/N). */
+  shard: v.pipe(v.string(), v.regex(/^\d+\/\d+$/)),
+  /** When it ran (ISO 8601, UTC). */
+  at: v.string(),
+  /** The run it belongs to: the digest every record of the run names (inputs, judging settings, options); absent in lines of kerncap before it. */
+  runSubject: v.optional(v.string()),
+  /** HMAC-SHA256 of the line under the results key, as every record's (docs/security.md "Files kerncap reads back"); absent where no key was at hand. */
+  auth: v.optional(v.string()),
+});

@@ -42,6 +42,7 @@ export const TITLES: Record<string, string> = {
   "capture-set": "index of a folder of several captures (kerncap-captures.json)",
   "judge-settings": "a capture's judging settings (kerncap-judge.json, written by kerncap judge)",
   "candidate-list": "the candidates of kerncap eval --candidate-list FILE, each with its label",
+  "eval-shard": "a line of kerncap eval's --jsonl file: this shard ran and held no candidate (--shard K/N; --merge counts it)",
   "validate-watch": "kerncap validate --watch --json (one document per line)",
   "validate-build": "kerncap validate --build-only --json (the rebuild alone, no replay)",
   "check-record": "one line of kerncap check's results file (RESULTS/results.jsonl)",

@@ -17,7 +17,7 @@ import { copyName, WATCHDOG_MAX_MS, watchdogMs, type EvalOptions } from "../../s
 import { BUILD_INPUT, mergeEval, rankedTable, shortReason, summarize, unjudgedLine } from "../../src/eval/report.ts";
 import { runEval } from "../../src/ops/eval.ts";
 import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
-import { EvalRecord, type EvalOutcome, type EvalRecord as Rec } from "../../src/format/eval-record.ts";
+import { EvalRecord, EvalShardMarker, type EvalOutcome, type EvalRecord as Rec } from "../../src/format/eval-record.ts";
 import { documentId } from "../../src/format/documents.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { splitPositionals } from "../../src/cli/commands/eval.ts";
@@ -43,6 +43,7 @@ import { keyId } from "../../src/format/record-auth.ts";
 import { fakeBuild, fakeEvalOptions, fakeWorkers, SETTINGS } from "./eval-child.ts";
 import { NVCC } from "../nvcc-fixtures.ts";
 import { TOOLS } from "../../src/mcp/tools.ts";
+import { jsonSchemaOf } from "../../src/format/documents.ts";
 /** The progress lines an eval writes, kept off the test's output (stderrOf). */
 const quiet = stderrOf;
 
@@ -934,6 +935,9 @@ describe("--resume, --shard, --merge", () => {
     const marked = outs.find((f) => existsSync(f) && !readFileSync(f, "utf8").includes('"kerncap.eval-record/1"'));
     if (marked) {
       expect(JSON.parse(readFileSync(marked, "utf8").trim())).toMatchObject({ schema: "kerncap.eval-shard/1", auth: expect.stringMatching(/^hmac-sha256:/) });
+      // the line has its published schema (kerncap schema eval-shard: a new user's finding, it had none)
+      expect(v.safeParse(EvalShardMarker, JSON.parse(readFileSync(marked, "utf8").trim())).issues).toBeUndefined();
+      expect(jsonSchemaOf("eval-shard")?.$id).toBe("kerncap.eval-shard/1");
       const others = outs.filter((f) => f !== marked);
       expect(() => mergeEval([...others, empty])).toThrow(/the results files lack shard/);
       // a marker made up (no authenticator) is refused
