@@ -32,6 +32,7 @@ import { progressSender, ToolProgress } from "./progress.ts";
 import { confineCwd, confineOut, confineToolDir } from "./roots.ts";
 import { argumentProblems, gatedArgv, judgingArguments, outputSchema, toolInput, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
 import { illFormedStringAt, stringWhere } from "../escape.ts";
+import { answerMalformedCalls, unreadableIds } from "./malformed.ts";
 
 export { ToolChildren } from "./children.ts";
 export { confineToolDir } from "./roots.ts";
@@ -216,7 +217,7 @@ export function createMcpServer(
       pace();
     }
   });
-
+  answerMalformedCalls(server, Object.keys(TOOLS)); // -32602 with a sentence, before the SDK's parse of params answers -32603
   return server;
 }
 
@@ -401,6 +402,7 @@ export function endedByOversizedMessage(transport: Transport): boolean {
 
 export function answerUnreadable(transport: Transport): void {
   const inner = transport.onerror;
+  const unreadableId = unreadableIds(transport); // a message that is JSON with an id but no JSON-RPC request: answered under that id
   transport.onerror = (e: Error) => {
     inner?.(e);
     const parse = e instanceof SyntaxError;
@@ -420,7 +422,7 @@ export function answerUnreadable(transport: Transport): void {
       : parse
         ? { code: -32700, message: `Parse error: ${e.message}` }
         : { code: -32600, message: "Invalid Request: not a JSON-RPC 2.0 message" };
-    void transport.send({ jsonrpc: "2.0", id: null, error } as unknown as Parameters<Transport["send"]>[0]).catch(() => {});
+    void transport.send({ jsonrpc: "2.0", id: invalid ? unreadableId() : null, error } as unknown as Parameters<Transport["send"]>[0]).catch(() => {});
   };
 }
 

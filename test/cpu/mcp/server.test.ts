@@ -619,11 +619,16 @@ describe("kerncap mcp", () => {
     p.stdin.write("this is not json\n");
     p.stdin.write('{"hello": 1}\n');
     p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }) + "\n");
+    // JSON with an id, not a JSON-RPC request: answered under its id (a client matching answers by id waited on null)
+    p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 54, method: "tools/call", params: "x" }) + "\n");
+    // a tools/call without a tool name, or with arguments that are no object: -32602 and a sentence, not -32603 and a dump
+    p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 55, method: "tools/call", params: {} }) + "\n");
+    p.stdin.write(JSON.stringify({ jsonrpc: "2.0", id: 56, method: "tools/call", params: { name: "inspect", arguments: [1] } }) + "\n");
     p.stdin.flush();
     const lines: any[] = [];
     const reader = p.stdout.getReader();
     let buf = "";
-    while (lines.length < 3) {
+    while (lines.length < 6) {
       const { value, done } = await reader.read();
       if (done) break;
       buf += new TextDecoder().decode(value);
@@ -636,7 +641,14 @@ describe("kerncap mcp", () => {
     expect(await p.exited).toBe(0);
     expect(lines[0]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } });
     expect(lines[1]).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
-    expect(lines[2]).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
+    const byId = (id: number) => lines.find((l) => l.id === id);
+    expect(byId(1)).toMatchObject({ jsonrpc: "2.0", id: 1, result: {} });
+    expect(byId(54)).toMatchObject({ error: { code: -32600 } });
+    expect(byId(55)).toMatchObject({ error: { code: -32602 } });
+    expect(byId(55).error.message).toContain("params.name: a tool name is required");
+    expect(byId(55).error.message).toContain("inspect");
+    expect(byId(56)).toMatchObject({ error: { code: -32602 } });
+    expect(byId(56).error.message).toContain("params.arguments: the tool's arguments are an object");
   }, 30_000);
 
   test("a string argument past 16 KiB (a trial's 1 MB dir came back six times over in its error) is refused without being echoed; a file's text may be longer", async () => {
