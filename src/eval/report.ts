@@ -169,7 +169,11 @@ export function shortReason(reason: string | null, max = 160, code?: string | nu
   // a build killed at its limit says so, not only that it did not build (nu14 #5)
   const timed = /build\.sh timed out after \d+ s/.exec(s);
   if (!err && timed) s = timed[0];
-  else if (!err && code && s.length > 80) s = `${firstClause(s)} (${code})`;
+  else if (!err && code && s.length > 80) {
+    // "candidate PATH: what is wrong": the row names the candidate already; its first clause alone said nothing (a new user's finding)
+    const body = /^candidate .+?: (.+)$/s.exec(s)?.[1];
+    s = `${firstClause(body ?? s)} (${code})`;
+  }
   if (s.length > max) {
     const cut = s.lastIndexOf(" ", max - 1);
     s = `${s.slice(0, cut > max / 2 ? cut : max - 1)}…`;

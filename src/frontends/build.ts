@@ -232,12 +232,13 @@ export function buildTimeout(limited: boolean, env?: Env): { seconds: number; se
  * source's fault: a compile that loops or reads a device), "timed out after N s".
  */
 export function pastTimeLimit(limit: { seconds: number; set: boolean }, confined: boolean, received: boolean): KerncapError {
-  const whose = limit.set ? "KERNCAP_BUILD_TIMEOUT" : `the limit of a ${confined ? "confined build" : "received capture's build"}`;
+  // eval --build-timeout sets the variable for its builds, which may run in other processes: both named (a new user's finding: only the variable, which they had not set)
+  const whose = limit.set ? "the limit --build-timeout or KERNCAP_BUILD_TIMEOUT sets" : `the limit of a ${confined ? "confined build" : "received capture's build"}`;
   return new KerncapError("E_BUILD", `the reproducer does not build: build.sh timed out after ${limit.seconds} s (${whose}), its processes killed`, {
     details: { diagnostics: [], timedOut: true, timeoutSeconds: limit.seconds },
     hint: received
       ? "The sender's source makes the compiler read a device or loop (an #include of /dev/zero, say); read src/ before building it, or copy the sources into a capture of your own."
-      : `Undo what makes the compile loop or run long (a deep template recursion, a huge unrolled loop, an #include of a device); the limit is ${limit.set ? "KERNCAP_BUILD_TIMEOUT's" : `${CONFINED_SECONDS} s, KERNCAP_BUILD_TIMEOUT in kerncap's environment sets another`}.`,
+      : `Undo what makes the compile loop or run long (a deep template recursion, a huge unrolled loop, an #include of a device); the limit is ${limit.set ? "--build-timeout's or KERNCAP_BUILD_TIMEOUT's" : `${CONFINED_SECONDS} s, KERNCAP_BUILD_TIMEOUT in kerncap's environment sets another`}.`,
   });
 }
 

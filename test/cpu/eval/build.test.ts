@@ -56,7 +56,7 @@ test("a candidate whose build runs past KERNCAP_BUILD_TIMEOUT is a compile-error
     const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, "kernel.cu")), join(d, "copy"), { force: false });
     if (!("failed" in b)) throw new Error("built");
     expect(b.failed).toMatchObject({ verdict: "compile-error", code: "E_BUILD", diagnostics: [] });
-    expect(b.failed.reason).toContain("build.sh timed out after 1 s (KERNCAP_BUILD_TIMEOUT)");
+    expect(b.failed.reason).toContain("build.sh timed out after 1 s (the limit --build-timeout or KERNCAP_BUILD_TIMEOUT sets)");
     expect(b.failed.seconds).toBeLessThan(10);
   } finally {
     if (before === undefined) delete process.env.KERNCAP_BUILD_TIMEOUT;

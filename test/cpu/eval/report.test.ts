@@ -102,6 +102,10 @@ test("a row's short reason keeps its parentheses whole: the first clause ends ou
   expect(shortReason(m, 160, "E_CONFINED")).toBe("build.sh wrote no dependency list (build/kerncap-deps.d; exit 1) (E_CONFINED)");
   expect(firstClause("no NVIDIA driver: libcuda could not be loaded")).toBe("no NVIDIA driver");
   expect(firstClause("a (b: c")).toBe("a (b: c"); // never closed: whole
+  // "candidate PATH: what is wrong": the row names the candidate, so what is wrong is the short reason (a new user's finding: "candidate /…/kernel.cu (E_CANDIDATE)")
+  expect(shortReason("candidate /var/tmp/newuser5/work/cands/files/kernel.cu: src/ has no file named kernel.cu", 160, "E_CANDIDATE")).toBe(
+    "src/ has no file named kernel.cu (E_CANDIDATE)",
+  );
 });
 
 test("a record whose numbers no run gives (speedup 1e999, low above high, negative, outside its interval, far from the medians' ratio) is refused by --merge and --resume, naming the file and line (trial 18 F6: the Infinity one was ranked first)", () => {
