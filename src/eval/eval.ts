@@ -23,7 +23,7 @@
  */
 import { availableParallelism } from "node:os";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { assertTmpdirUsable } from "../cache.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
@@ -422,8 +422,12 @@ async function buildInto(
           ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
           : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
       if (stopped()) return;
-      // the copy it was built in, where it is kept (DIR/build/eval/…: its build's log and module), for its records
-      rec.copies.set(c.id, !folders.private && !c.refused && existsSync(folders.dest(c)) ? resolve(folders.dest(c)) : null);
+      // the copy it was built in, where it is kept (DIR/build/eval/…: its build's log and module), for its records; a candidate
+      // refused (verdict error: it did not fit, or its build was stopped as unsafe) keeps none: the copy held the capture's own
+      // src/ or the refused files, not a build to read (a new user's finding: a 62 MB copy left, its record's copy misleading)
+      const refusedAtBuild = "failed" in b && b.failed.verdict === "error";
+      if (refusedAtBuild && !folders.private && !c.refused) rmSync(folders.dest(c), { recursive: true, force: true });
+      rec.copies.set(c.id, !folders.private && !c.refused && !refusedAtBuild && existsSync(folders.dest(c)) ? resolve(folders.dest(c)) : null);
       o.onBuild?.(c, b);
       if ("failed" in b) {
         rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null, ...(b.failed.timedOut ? { timedOut: true as const } : {}) });

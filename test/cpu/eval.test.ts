@@ -1168,6 +1168,10 @@ echo "$out"
     expect(by["kernel.cu"]).toMatchObject({ verdict: "match" });
     expect(by["leak"]).toMatchObject({ verdict: "error", code: "E_CONFINED" }); // refused, not a compiler's error
     expect(by["leak"]!.reason).toContain("secret.h");
+    // a refused candidate keeps no copy (its record's copy null, the folder removed); the built one's is kept
+    expect(by["leak"]!.copy).toBeNull();
+    expect(existsSync(join(cap, "build/eval", copyName(by["leak"]!.candidate)))).toBe(false);
+    expect(existsSync(by["kernel.cu"]!.copy!)).toBe(true);
     expect(JSON.stringify(r)).not.toContain("12345");
     // build.sh changed after capture (not what kerncap wrote, not trusted): no candidate's build runs
     writeFileSync(join(cap, "build.sh"), readFileSync(join(cap, "build.sh"), "utf8") + "# changed\n");
