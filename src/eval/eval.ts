@@ -387,6 +387,22 @@ function watchdogOf(o: EvalOptions, inputs: EvalInput[]): Watchdog {
 }
 
 /**
+ * The copy a candidate was built in, where it is kept (DIR/build/eval/…: its build's log and
+ * module), for its records; null in a private folder and for a candidate refused before or at its
+ * build (verdict error: it did not fit, or its build was stopped as unsafe), whose copy is removed:
+ * it held the capture's own src/ or the refused files, not a build to read (a new user's finding:
+ * a 62 MB copy left behind, its record's `copy` misleading).
+ */
+function keptCopy(c: Candidate, b: BuildOutcome, folders: CandidateFolders): string | null {
+  if (folders.private || c.refused) return null;
+  if ("failed" in b && b.failed.verdict === "error") {
+    rmSync(folders.dest(c), { recursive: true, force: true });
+    return null;
+  }
+  return existsSync(folders.dest(c)) ? resolve(folders.dest(c)) : null;
+}
+
+/**
  * Build the pending candidates, `o.jobs` at once, each into its private copy (`dest`): a failed build
  * gives the candidate's one record (input BUILD_INPUT), a built one a GPU task per input left.
  * In a private folder (candidateFolders) a build starts only while the tasks waiting for the GPU
@@ -422,12 +438,7 @@ async function buildInto(
           ? { failed: { verdict: "error", code: c.refused.code, reason: c.refused.reason, seconds: 0 } }
           : folders.settle(c, await buildWith(home.dir, home.manifest, c, folders.dest(c)));
       if (stopped()) return;
-      // the copy it was built in, where it is kept (DIR/build/eval/…: its build's log and module), for its records; a candidate
-      // refused (verdict error: it did not fit, or its build was stopped as unsafe) keeps none: the copy held the capture's own
-      // src/ or the refused files, not a build to read (a new user's finding: a 62 MB copy left, its record's copy misleading)
-      const refusedAtBuild = "failed" in b && b.failed.verdict === "error";
-      if (refusedAtBuild && !folders.private && !c.refused) rmSync(folders.dest(c), { recursive: true, force: true });
-      rec.copies.set(c.id, !folders.private && !c.refused && !refusedAtBuild && existsSync(folders.dest(c)) ? resolve(folders.dest(c)) : null);
+      rec.copies.set(c.id, keptCopy(c, b, folders));
       o.onBuild?.(c, b);
       if ("failed" in b) {
         rec.builds.set(c.id, { seconds: b.failed.seconds, registers: null, stackFrameBytes: null, ...(b.failed.timedOut ? { timedOut: true as const } : {}) });

@@ -446,11 +446,11 @@ export const DOCUMENTS = {
     warnings: v.optional(v.array(v.string())),
     /** The capture folder whose reproducer was built (the first input; null for --merge), and every input's identity. */
     dir: v.nullable(v.string()),
-    inputs: v.array(v.string()),
+    /** Every input's identity (the capture folders judged against, in order; SET/member for a capture set's member). */ inputs: v.array(v.string()),
     /** The --jsonl results file (absolute path); null when none was given, and for --merge (its files are the command line's). */
     results: v.nullable(v.string()),
-    shard: v.nullable(v.object({ index: U, count: U })),
-    workers: U,
+    /** --shard K/N: index K of count N; null unsharded. */ shard: v.nullable(v.object({ index: U, count: U })),
+    /** GPU workers the candidates were judged on (--gpus, --workers; 0: none opened, as with --build-only). */ workers: U,
     /** Ranked: the matching candidates fastest first (rank 1, 2 …), then the rest, worst verdict first. */
     candidates: v.array(
       v.object({
@@ -512,8 +512,8 @@ export const DOCUMENTS = {
     error: v.object({
       /** One of the stable codes of docs/errors.md (src/error-codes.ts: its exit status and hint there). */
       code: v.picklist(Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]]),
-      message: v.string(),
-      hint: v.nullable(v.string()),
+      /** What failed, said for a person (a sentence or more; the facts a program reads are in `code` and `details`). */ message: v.string(),
+      /** What to do about it (a command to run, a flag to give), or null where there is nothing to do but read the message. */ hint: v.nullable(v.string()),
       /**
        * Structured facts behind the message where the error has them: E_BUILD's `diagnostics` (the
        * compiler's: file, line, column, severity, text), E_NO_GPU's `rebuild` (validate's rebuild,

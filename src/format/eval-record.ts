@@ -70,6 +70,15 @@ export const EvalOutcomeFields = {
    * layout-change, or an error of its build (a candidate that does not fit src/, kerncap's own).
    */
   input: v.string(),
+  /**
+   * What became of the candidate on this input: match (its results equal the captured kernel's
+   * within the judging settings), mismatch (they differ: `reason` names the first region), fault
+   * (the kernel faulted where the app's did not), timeout (killed past its bound from the captured
+   * time), compile-error (its build failed: `diagnostics`), layout-change (its parameter list
+   * differs from the captured launch's: never launched), error (it could not be judged: `code` and
+   * `reason` say why, a refusal of the candidate or kerncap's own), built (--build-only: built,
+   * not judged).
+   */
   verdict: v.picklist(EVAL_VERDICTS),
   /** One line: why it mismatched (the first differing region), faulted, timed out, failed. */
   reason: v.nullable(v.string()),
@@ -79,6 +88,7 @@ export const EvalOutcomeFields = {
   diagnostics: v.optional(v.array(BuildDiagnostic)),
   /** bit-exact, within-tolerance, within-spread, multiset-equal or mismatch (match and mismatch only). */
   numerics: v.nullable(v.string()),
+  /** Its kernel time against the captured module's on this input (a match only; null where not timed). */
   timing: v.nullable(EvalTiming),
   /** Wall time of the run in the worker (s; 0 when nothing ran). */
   runSeconds: N,
@@ -109,6 +119,7 @@ export const EvalRecord = v.object({
   ...EvalOutcomeFields,
   /** The candidate as given: its label (a file name, a config; kerncap tune's: a config's words) and kind (overlay: kerncap mcp's files, written over src/; flags: tune's CUDA nvcc words). */
   label: v.string(),
+  /** How it was given: tree (an edited src/ folder), overlay (files written over src/: kerncap mcp's evaluate, a list's overlay), patch (a diff of src/), file (one replacement file), config (Triton constexprs and num_warps/num_stages), flags (tune's nvcc words). */
   kind: v.picklist(["tree", "overlay", "patch", "file", "config", "flags"]),
   /**
    * The build: wall time (s); the kernel's registers per thread and its thread's stack frame
@@ -153,8 +164,9 @@ export const EvalRecord = v.object({
    * records of kerncap before it (nu7 #16: a record named no way to its copy).
    */
   copy: v.optional(v.nullable(v.string())),
-  /** Worker slot (0-based) and its CUDA_VISIBLE_DEVICES (null: inherited; null slot: nothing ran). */
+  /** The worker slot that judged it (0-based; null: nothing ran). */
   worker: v.nullable(v.pipe(v.number(), v.integer(), v.minValue(0))),
+  /** That worker's CUDA_VISIBLE_DEVICES (--gpus; null: inherited from kerncap's environment, or nothing ran). */
   gpu: v.nullable(v.string()),
   /** The run's --shard ("K/N"), null for the whole set. */
   shard: v.nullable(v.string()),

@@ -233,7 +233,9 @@ export function buildTimeout(limited: boolean, env?: Env): { seconds: number; se
  */
 export function pastTimeLimit(limit: { seconds: number; set: boolean }, confined: boolean, received: boolean): KerncapError {
   // eval --build-timeout sets the variable for its builds, which may run in other processes: both named (a new user's finding: only the variable, which they had not set)
-  const whose = limit.set ? "the limit --build-timeout or KERNCAP_BUILD_TIMEOUT sets" : `the limit of a ${confined ? "confined build" : "received capture's build"}`;
+  const whose = limit.set
+    ? "the limit --build-timeout or KERNCAP_BUILD_TIMEOUT sets"
+    : `the limit of a ${confined ? "confined build" : "received capture's build"}`;
   return new KerncapError("E_BUILD", `the reproducer does not build: build.sh timed out after ${limit.seconds} s (${whose}), its processes killed`, {
     details: { diagnostics: [], timedOut: true, timeoutSeconds: limit.seconds },
     hint: received
