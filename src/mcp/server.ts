@@ -33,6 +33,7 @@ import { confineCwd, confineOut, confineToolDir } from "./roots.ts";
 import { argumentProblems, gatedArgv, judgingArguments, outputSchema, toolInput, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
 import { illFormedStringAt, stringWhere } from "../escape.ts";
 import { answerMalformedCalls, unreadableIds } from "./malformed.ts";
+import { driverLikelyPresent } from "../native/libcuda-search.ts";
 
 export { ToolChildren } from "./children.ts";
 export { confineToolDir } from "./roots.ts";
@@ -149,6 +150,10 @@ export function argumentBytes(x: unknown, depth = 0): number {
   return n;
 }
 
+/** What kerncap mcp's instructions add on a machine with no NVIDIA driver (driverLikelyPresent): an agent learns it before its first call, not from each GPU tool's E_NO_GPU (a new user's finding). */
+export const NO_DRIVER_NOTE =
+  " This machine shows no NVIDIA driver (no libcuda.so.1): run, list, replay and profile, and the replays of validate, tune and evaluate, answer E_NO_GPU here; build, evaluate and tune with buildOnly, inspect and the file tools (read_file, list_files, edit_file) work.";
+
 /**
  * The MCP server with kerncap's tools; connect it to a transport (stdio, or in-memory in tests).
  * `children`: where the tool children are tracked (a call's child is ended when the call is
@@ -182,7 +187,8 @@ export function createMcpServer(
     {
       capabilities: { tools: {} },
       instructions:
-        "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate (build: whether it compiles, without a GPU); profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune); judge many candidate versions of the kernel in one call (evaluate). Every tool returns a JSON document with a schema id.",
+        "Capture a GPU kernel from an application (run), inspect and replay it, edit its reproducer under src/ (edit_file) and check the edit with validate (build: whether it compiles, without a GPU); profile it with Nsight Compute (profile) and sweep its configs, macros or nvcc flags (tune); judge many candidate versions of the kernel in one call (evaluate). Every tool returns a JSON document with a schema id." +
+        (driverLikelyPresent() ? "" : NO_DRIVER_NOTE),
     },
   );
   server.setRequestHandler(ListToolsRequestSchema, async () => ({

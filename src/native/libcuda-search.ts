@@ -5,7 +5,7 @@
  * reports the search (src/doctor.ts).
  */
 import { libcudaOverride } from "../env.ts";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 
@@ -109,4 +109,27 @@ export function describeLibcudaSearch(tried: { name: string; reason: string }[],
   return shadowed.length
     ? `${text}; not tried: ${shadowed.join(", ")} (a file of that name in the working folder, or in a folder LD_LIBRARY_PATH names relative to it, would be loaded instead: kerncap never loads code from there)`
     : text;
+}
+
+/**
+ * Whether this machine looks like it has an NVIDIA driver, by files alone (nothing is loaded):
+ * KERNCAP_LIBCUDA names a file, a usual driver path exists, an absolute LD_LIBRARY_PATH folder
+ * holds libcuda.so.1, or the loader's cache (/etc/ld.so.cache) names it. For what a long-lived
+ * process says up front (kerncap mcp's instructions); doctor and the verbs load the library to know.
+ */
+export function driverLikelyPresent(env: Record<string, string | undefined> = process.env, cache = "/etc/ld.so.cache"): boolean {
+  const own = libcudaOverride(env);
+  if (own) return !own.includes("/") || existsSync(own);
+  const folders = (env.LD_LIBRARY_PATH ?? "").split(/[:;]/).filter((e) => e.startsWith("/"));
+  if (
+    ["/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", ...folders.map((f) => join(f, "libcuda.so.1"))].some((p) =>
+      existsSync(p),
+    )
+  )
+    return true;
+  try {
+    return readFileSync(cache).includes("libcuda.so.1");
+  } catch {
+    return false;
+  }
 }

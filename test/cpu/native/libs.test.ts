@@ -1,6 +1,6 @@
 /** The driver libraries are never taken from the working folder (a fresh-user trial: a libcuda.so.1 there was loaded). */
 import { expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describeLibcudaSearch, libcudaCandidates } from "../../../src/native/libcuda.ts";
@@ -56,6 +56,32 @@ test("a folder LD_LIBRARY_PATH names relative to the working folder (or by an em
     } finally {
       process.chdir(cwd);
     }
+  } finally {
+    rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test("driverLikelyPresent: by files alone (KERNCAP_LIBCUDA, usual paths, absolute LD_LIBRARY_PATH folders, the loader's cache); kerncap mcp's instructions say so where none is seen", async () => {
+  const { driverLikelyPresent } = await import("../../../src/native/libcuda-search.ts");
+  const { NO_DRIVER_NOTE } = await import("../../../src/mcp/server.ts");
+  const d = mkdtempSync(join(tmpdir(), "kerncap-libs-"));
+  try {
+    const none = join(d, "no-cache");
+    const cache = join(d, "ld.so.cache");
+    writeFileSync(cache, "glibc-ld.so.cache1.1\0libcuda.so.1\0/usr/lib/x86_64-linux-gnu/libcuda.so.1\0");
+    const usual = ["/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1"].some((p) => existsSync(p));
+    expect(driverLikelyPresent({}, none)).toBe(usual);
+    expect(driverLikelyPresent({}, cache)).toBe(true);
+    mkdirSync(join(d, "lib"));
+    writeFileSync(join(d, "lib", "libcuda.so.1"), "");
+    expect(driverLikelyPresent({ LD_LIBRARY_PATH: join(d, "lib") }, none)).toBe(true);
+    expect(driverLikelyPresent({ LD_LIBRARY_PATH: "lib" }, none)).toBe(usual); // a relative entry is never read (the working folder's)
+    expect(driverLikelyPresent({ KERNCAP_LIBCUDA: join(d, "lib", "libcuda.so.1") }, none)).toBe(true);
+    expect(driverLikelyPresent({ KERNCAP_LIBCUDA: join(d, "nowhere.so") }, none)).toBe(false);
+    // the server's instructions carry the note exactly where no driver is seen on this machine
+    const { createMcpServer } = await import("../../../src/mcp/server.ts");
+    const said = (createMcpServer() as unknown as { _instructions?: string })._instructions ?? "";
+    expect(said.includes(NO_DRIVER_NOTE)).toBe(!driverLikelyPresent());
   } finally {
     rmSync(d, { recursive: true, force: true });
   }
