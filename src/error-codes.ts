@@ -184,8 +184,8 @@ export const ERROR_CODES = {
   E_PACK_NAME: {
     exit: 2,
     about:
-      "The folder to pack holds a file name `kerncap unpack` would refuse (not UTF-8, a backslash, outside letters, digits and `._+-`), or an MCP edit_file or evaluate candidate names a source that way, or by a path past the source path limits (255 bytes a name, 1024 bytes the path, 32 parts).",
-    hint: "Rename the file (or remove it), then pack again.",
+      "The folder to pack holds a file name `kerncap unpack` would refuse (not UTF-8, a backslash, outside letters, digits and `._+-`), or an MCP edit_file or an eval candidate (a tree, an overlay, evaluate's files) names a source that way, or by a path past the source path limits (255 bytes a name, 1024 bytes the path, 32 parts).",
+    hint: "Rename the file (or remove it), then pack (or evaluate) again.",
   },
   E_JUDGE: {
     exit: 2,

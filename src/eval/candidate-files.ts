@@ -89,14 +89,15 @@ export function readCandidateFile(root: string, rel: string, seen: Stats): Buffe
  * name portable (unportableName: no hidden name, no tool's file), as patches', overlays' and
  * edit_file's are: pack and export leave such files out, so a candidate built from one would be
  * judged on code no archive or export of it holds (adversary 54: `.fast.cuh`, `.git/`).
- * @throws KerncapError E_CANDIDATE
+ * @throws KerncapError E_PACK_NAME (a name that is not portable), E_CANDIDATE (a file readCandidateFile refuses)
  */
 export function readTree(root: string): { files: string[]; bytes: Buffer[] } {
   const entries = treeEntries(root);
   for (const { rel } of entries) {
     const why = unportableName(rel.split(sep).join("/"));
     if (why)
-      throw new KerncapError("E_CANDIDATE", `candidate ${root}: ${escapedForMessage(rel)} ${why}`, {
+      // E_PACK_NAME, as kerncap mcp's evaluate says of the same name (a new user's finding: E_CANDIDATE here, E_PACK_NAME there)
+      throw new KerncapError("E_PACK_NAME", `candidate ${root}: ${escapedForMessage(rel)} ${why}`, {
         hint: "A tree candidate holds the sources of src/ under portable names (letters, digits and ._+-, none hidden): copy the sources alone into a folder of their own, without editor backups, .git or tools' files.",
       });
   }
