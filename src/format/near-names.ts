@@ -3,8 +3,9 @@
  * a results file): the entries beside its first missing part whose names are a few edits away
  * (optimal string alignment distance: insertions, deletions, substitutions, adjacent swaps),
  * with the rest of the path appended, kept only where that whole path exists. Suggestions only:
- * nothing is opened or followed; a name that is not UTF-8 is passed over; at most
- * NEAR_SCAN_ENTRIES entries of one folder are read (a huge shared folder stays cheap).
+ * nothing is read but one folder's names and a suggested path's status (stat: a folder, when
+ * folders are asked for); a name that is not UTF-8 is passed over; at most NEAR_SCAN_ENTRIES
+ * entries of that folder are read (a huge shared folder stays cheap).
  */
 import { lstatSync, opendirSync, statSync } from "node:fs";
 import { isAbsolute, join, resolve, sep } from "node:path";
