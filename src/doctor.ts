@@ -93,8 +93,10 @@ export function checkLibcuda(): Check & { loaded?: string } {
         detail: `${n}: CUDA ${cudaVersionText(d.version)}, but it lacks ${d.lacks}, which replay calls`,
         fix: "Update the NVIDIA driver (kerncap is built against CUDA 13), or set KERNCAP_LIBCUDA to the driver's libcuda.so.1.",
       };
-    const smi = sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], 10_000);
-    const drv = smi.code === 0 ? `driver ${smi.out.trim().split("\n")[0]}, ` : "";
+    // found on PATH's absolute entries only (adversary round 71: a planted node_modules/.bin/nvidia-smi ran under doctor)
+    const smiPath = whichAbsolute("nvidia-smi");
+    const smi = smiPath ? sh([smiPath, "--query-gpu=driver_version", "--format=csv,noheader"], 10_000) : undefined;
+    const drv = smi?.code === 0 ? `driver ${smi.out.trim().split("\n")[0]}, ` : "";
     return { id: "libcuda", status: "ok", detail: `${n}: ${drv}CUDA ${cudaVersionText(d.version)}`, loaded: n };
   }
   if (libcudaOverride(process.env)) {

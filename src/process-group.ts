@@ -122,7 +122,11 @@ export function endWithParent(parentPid: number, everyMs = 500): void {
 function watchParentOutsideLoop(parentPid: number): void {
   if (!existsSync(`/proc/${process.pid}/status`)) return;
   try {
+    // its sed, cut and sleep from the system's folders only, in /: never a relative PATH entry's (adversary round 71: a
+    // planted node_modules/.bin/sed ran at every kerncap mcp tool call)
     const w = Bun.spawn(["/bin/sh", "-c", PARENT_WATCH_SCRIPT, "sh", String(parentPid), String(process.pid)], {
+      env: { PATH: WATCHER_PATH },
+      cwd: "/",
       stdin: "ignore",
       stdout: "ignore",
       stderr: "ignore",
@@ -132,6 +136,9 @@ function watchParentOutsideLoop(parentPid: number): void {
     // no sh: the timer alone
   }
 }
+
+/** The parent watcher's PATH: the system's folders, where sed, cut and sleep are. */
+export const WATCHER_PATH = "/usr/bin:/bin";
 
 /**
  * The watcher's shell script: `sh -c SCRIPT sh PARENT CHILD [PROC]`. While CHILD's parent (PPid in

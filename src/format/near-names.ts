@@ -4,8 +4,9 @@
  * (optimal string alignment distance: insertions, deletions, substitutions, adjacent swaps),
  * with the rest of the path appended, kept only where that whole path exists. Suggestions only:
  * nothing is read but one folder's names and a suggested path's status (stat: a folder, when
- * folders are asked for); a name that is not UTF-8 is passed over; at most NEAR_SCAN_ENTRIES
- * entries of that folder are read (a huge shared folder stays cheap).
+ * folders are asked for); a name that is not UTF-8 is passed over; a folder larger than
+ * NEAR_FOLDER_MAX_BYTES is not listed, and at most NEAR_SCAN_ENTRIES of a folder's entries are
+ * looked at (a huge shared folder stays cheap).
  */
 import { lstatSync, opendirSync, statSync } from "node:fs";
 import { isAbsolute, join, resolve, sep } from "node:path";
@@ -14,6 +15,12 @@ import { shellPath } from "../util/shell-quote.ts";
 
 /** The most entries of one folder read for suggestions. */
 export const NEAR_SCAN_ENTRIES = 4096;
+
+/**
+ * A folder larger than this (its st_size, bytes: about 20 a name on tmpfs, more on ext4) is not
+ * listed for suggestions: some tens of thousands of names at most.
+ */
+export const NEAR_FOLDER_MAX_BYTES = 1 << 20;
 
 /**
  * Optimal string alignment distance between `a` and `b` (by UTF-16 unit), or `max + 1` as soon as
@@ -91,7 +98,11 @@ export function nearPaths(path: string, o: { folders?: boolean; limit?: number }
   const found: { name: string; d: number }[] = [];
   let dir;
   try {
-    dir = opendirSync(abs ? parent : resolve(parent));
+    const folder = abs ? parent : resolve(parent);
+    // Bun's directory reader takes in every entry at its first read: a folder of a million names (another user's, in a
+    // shared /tmp) cost 1.6 s and 500 MB for one mistyped path (adversary round 71); its size says how many names it holds
+    if (statSync(folder).size > NEAR_FOLDER_MAX_BYTES) return [];
+    dir = opendirSync(folder);
   } catch {
     return [];
   }

@@ -8,7 +8,7 @@
 import { expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { PARENT_WATCH_SCRIPT } from "../../src/process-group.ts";
+import { PARENT_WATCH_SCRIPT, WATCHER_PATH } from "../../src/process-group.ts";
 import { tempDir } from "./fixtures.ts";
 
 /** A stand-in /proc/PID: status with PPid, stat whose field 22 (20th after the command) is `start`. */
@@ -25,7 +25,13 @@ async function watch(pidTakenAgain: boolean): Promise<{ signalled: boolean; watc
   const child = Bun.spawn(["sleep", "30"], { stdout: "ignore", stderr: "ignore" });
   try {
     writeProc(root, child.pid, 4242, 1000);
-    const w = Bun.spawn(["sh", "-c", PARENT_WATCH_SCRIPT, "sh", "4242", String(child.pid), root], { stdout: "ignore", stderr: "ignore" });
+    // as kerncap starts it: /bin/sh, the system's PATH alone, in / (its tools never a relative PATH entry's: adversary round 71)
+    const w = Bun.spawn(["/bin/sh", "-c", PARENT_WATCH_SCRIPT, "sh", "4242", String(child.pid), root], {
+      env: { PATH: WATCHER_PATH },
+      cwd: "/",
+      stdout: "ignore",
+      stderr: "ignore",
+    });
     await Bun.sleep(300); // the watcher has read the start time and sleeps beside a living parent
     expect(w.exitCode).toBe(null);
     // the parent dies (the child is reparented); with pidTakenAgain the pid is another process's now

@@ -56,4 +56,19 @@ describe("tools found on PATH's absolute entries only", () => {
     walk(SRC);
     expect(found.sort()).toEqual(["capture/run.ts", "env.ts"]);
   });
+
+  test("no process is started by a bare name written at its spawn (Bun.spawn, spawnSync, doctor's sh): an absolute path or a name found by whichAbsolute", () => {
+    const bare: string[] = [];
+    const walk = (d: string) => {
+      for (const e of readdirSync(d)) {
+        const p = join(d, e);
+        if (statSync(p).isDirectory()) walk(p);
+        else if (p.endsWith(".ts"))
+          for (const m of readFileSync(p, "utf8").matchAll(/(?:Bun\.spawn|Bun\.spawnSync|[^.\w]spawnSync|[^.\w]spawn|[^.\w]sh)\(\s*\[\s*"([^"]*)"/g))
+            if (!m[1]!.startsWith("/")) bare.push(`${relative(SRC, p)}: ${m[1]}`);
+      }
+    };
+    walk(SRC);
+    expect(bare).toEqual([]);
+  });
 });

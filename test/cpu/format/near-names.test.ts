@@ -73,3 +73,16 @@ describe("a verb given a mistyped capture folder", () => {
     expect(doc.error.hint).toContain("Did you mean democap?");
   });
 });
+
+test("a folder past NEAR_FOLDER_MAX_BYTES is not listed: no suggestion, at once (adversary round 71: a million names cost 1.6 s and 500 MB)", async () => {
+  const { NEAR_FOLDER_MAX_BYTES } = await import("../../../src/format/near-names.ts");
+  const { statSync } = await import("node:fs");
+  const t = tempDir("kerncap-near-");
+  mkdirSync(join(t, "democap"));
+  expect(nearPaths(join(t, "democaq"))).toEqual([join(t, "democap")]);
+  // names until the folder's size passes the bound (long names: few of them)
+  for (let i = 0; statSync(t).size <= NEAR_FOLDER_MAX_BYTES; i++) writeFileSync(join(t, `${"n".repeat(200)}${i}`), "");
+  const t0 = performance.now();
+  expect(nearPaths(join(t, "democaq"))).toEqual([]);
+  expect(performance.now() - t0).toBeLessThan(1000);
+}, 60_000);
