@@ -344,7 +344,7 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
   }
   if (refused.length)
     parts.push(
-      `${refused.map((c) => one(c.label)).join(", ")} ${refused.length > 1 ? "were" : "was"} refused by the confined build (E_CONFINED: the reason says what it read or names); running again as ${refused.length > 1 ? "they are" : "it is"} changes nothing`,
+      `${refused.map((c) => one(c.label)).join(", ")} ${refused.length > 1 ? "were" : "was"} refused by the confined build (E_CONFINED: the reason says what it read or names, or the limit it kept: a source file too large to scan); running again as ${refused.length > 1 ? "they are" : "it is"} changes nothing`,
     );
   if (noGpu.length)
     parts.push(

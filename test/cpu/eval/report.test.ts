@@ -71,7 +71,7 @@ test("a candidate that does not fit src/ (a patch that does not apply, a file sr
   // a build the confinement refused: its author's to fix, never --resume's
   const refused = unjudgedLine(report([rec("leak.cu", "error", "E_CONFINED", "the build read 1 file outside the capture folder …")]), "jsonl");
   expect(refused).toBe(
-    "1 of 1 candidate could not be judged (error): leak.cu was refused by the confined build (E_CONFINED: the reason says what it read or names); running again as it is changes nothing",
+    "1 of 1 candidate could not be judged (error): leak.cu was refused by the confined build (E_CONFINED: the reason says what it read or names, or the limit it kept: a source file too large to scan); running again as it is changes nothing",
   );
   expect(unjudgedLine(report([rec("one.cu", "error", "E_WORKER", "died", "cap")]), "none")).toBe(
     "1 of 1 candidate could not be judged (error): rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again",
