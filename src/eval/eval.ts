@@ -18,7 +18,7 @@
  * - Records (src/format/eval-record.ts; summed up and ranked by src/eval/report.ts), one per candidate and input (one per candidate, input
  *   "(build)", no input's name, when it never reached a GPU: it did not build, or did not fit src/), stream as they finish: to `onRecord` (stdout's JSON
  *   Lines with --json) and to the results file (`--jsonl FILE`: appended and fsync'd, check's
- *   src/check/results.ts), which `--resume` continues (records of `error` are tried again) and
+ *   src/check/results.ts), which `--resume` continues (records of `error` are tried again, but a candidate's own fault) and
  *   `--merge` joins across `--shard K/N` runs (check's stable share by identity, src/check/shard.ts).
  */
 import { availableParallelism } from "node:os";
@@ -45,7 +45,7 @@ import { kernelCodeSha256 } from "../codeobj/kernel-code.ts";
 import { buildCandidate, buildPool, builtFigures, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
 import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts";
-import { BUILD_INPUT, EVAL_RECORDS, EVAL_SHARD_MARKER, recordKey, refuseSharedRecords, reportOf, type EvalReport } from "./report.ts";
+import { BUILD_INPUT, EVAL_RECORDS, EVAL_SHARD_MARKER, recordKey, refuseSharedRecords, reportOf, unjudgedKind, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
 
 /** The watchdog's floor (s): no bound is shorter, however short the captured kernel. */
@@ -331,9 +331,12 @@ function openResults(
   const inputIds = new Set(inputs.map((i) => i.id));
   // what each input's records are judged on now (src/format/subject.ts; a build's: the first input's, whose src/ is built)
   const subjects = evalSubjects(inputs, BUILD_INPUT, o.settings);
-  // an error is no finding about the candidate (a dead worker, no GPU): tried again; nor a record of another subject (src/, the input or the options changed)
-  // a built record (--build-only) is done for another --build-only, and no judgement for an eval that judges
-  const notDone = (r: EvalRecord) => r.verdict === "error" || (r.verdict === "built" && !o.buildOnly);
+  // an error is no finding about the candidate (a dead worker, no GPU): tried again, but for the candidate's own faults
+  // (unjudgedKind "candidate": E_PATCH, E_CANDIDATE, E_NOT_SOURCE, E_PACK_NAME, E_CONFINED), which the same candidate on the
+  // same subject meets again (a new user's finding: every --resume built it again and added its record once more); nor a
+  // record of another subject (src/, the input or the options changed). A built record (--build-only) is done for another
+  // --build-only, and no judgement for an eval that judges
+  const notDone = (r: EvalRecord) => (r.verdict === "error" && unjudgedKind(r.code) !== "candidate") || (r.verdict === "built" && !o.buildOnly);
   const ours = keptAll.filter((r) => !notDone(r) && mineIds.has(r.candidate) && (r.input === BUILD_INPUT || inputIds.has(r.input)));
   const kept = ours.filter((r) => r.subject === subjects.get(r.input));
   const done = new Set(kept.map((r) => recordKey(r.candidate, r.input)));

@@ -739,6 +739,32 @@ describe("--resume, --shard, --merge", () => {
     expect(new Set(after.map((x) => x.candidate)).size).toBe(8);
   }, 40_000);
 
+  test("--resume keeps a candidate's own fault (E_CONFINED, E_CANDIDATE …) of the same subject: not built again, no record added; a dead worker's error is tried again", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "a.cu": "match 1.2", "b.cu": "match 1.1", "c.cu": "match 1.3" });
+    const jsonl = join(tempDir(), "r.jsonl");
+    const faults: Record<string, { code: string; reason: string }> = {
+      "b.cu": { code: "E_CONFINED", reason: "its build read /etc/hostname" },
+      "c.cu": { code: "E_WORKER", reason: "the worker died" },
+    };
+    const calls: string[] = [];
+    const buildWith: NonNullable<EvalOptions["buildWith"]> = async (dir, m, c, dest) => {
+      calls.push(c.label);
+      const f = faults[c.label];
+      if (f) return { failed: { verdict: "error", code: f.code, reason: f.reason, seconds: 0 } };
+      return fakeBuild(0, [])(dir, m, c, dest);
+    };
+    await quiet(() => runEval(options([cap], files, { jsonl, buildWith })));
+    expect(calls.sort()).toEqual(["a.cu", "b.cu", "c.cu"]);
+    const lines = () => readFileSync(jsonl, "utf8").trim().split("\n").length;
+    const first = lines();
+    calls.length = 0;
+    const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildWith })));
+    expect(calls).toEqual(["c.cu"]); // E_WORKER (the "other" kind) again; E_CONFINED kept
+    expect(lines()).toBe(first + 1);
+    expect(Object.fromEntries(r.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "error", "c.cu": "error" });
+  });
+
   test("--resume judges the module an earlier eval built where there was no GPU (E_NO_GPU), not building it again; a kept module changed since is built again (trial 11)", async () => {
     const cap = await captureWithSource();
     const files = candidateFiles({ "a.cu": "match 1.2", "b.cu": "match 1.5", "c.cu": "compile-error" });
