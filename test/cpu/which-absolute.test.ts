@@ -11,6 +11,15 @@ import { tempDir } from "./fixtures.ts";
 
 const SRC = join(import.meta.dir, "../../src");
 
+/** Every .ts file under src/: its path relative to src/ and its text. */
+function sourceFiles(d = SRC): [string, string][] {
+  return readdirSync(d).flatMap((e): [string, string][] => {
+    const p = join(d, e);
+    if (statSync(p).isDirectory()) return sourceFiles(p);
+    return p.endsWith(".ts") ? [[relative(SRC, p), readFileSync(p, "utf8")]] : [];
+  });
+}
+
 function tool(folder: string, name: string): string {
   mkdirSync(folder, { recursive: true });
   const p = join(folder, name);
@@ -45,30 +54,17 @@ describe("tools found on PATH's absolute entries only", () => {
   });
 
   test("no other lookup by name in src/ (Bun.which only in env.ts, and for the application kerncap run starts)", () => {
-    const found: string[] = [];
-    const walk = (d: string) => {
-      for (const e of readdirSync(d)) {
-        const p = join(d, e);
-        if (statSync(p).isDirectory()) walk(p);
-        else if (p.endsWith(".ts") && readFileSync(p, "utf8").includes("Bun.which(")) found.push(relative(SRC, p));
-      }
-    };
-    walk(SRC);
+    const found = sourceFiles()
+      .filter(([, text]) => text.includes("Bun.which("))
+      .map(([rel]) => rel);
     expect(found.sort()).toEqual(["capture/run.ts", "env.ts"]);
   });
 
   test("no process is started by a bare name written at its spawn (Bun.spawn, spawnSync, doctor's sh): an absolute path or a name found by whichAbsolute", () => {
     const bare: string[] = [];
-    const walk = (d: string) => {
-      for (const e of readdirSync(d)) {
-        const p = join(d, e);
-        if (statSync(p).isDirectory()) walk(p);
-        else if (p.endsWith(".ts"))
-          for (const m of readFileSync(p, "utf8").matchAll(/(?:Bun\.spawn|Bun\.spawnSync|[^.\w]spawnSync|[^.\w]spawn|[^.\w]sh)\(\s*\[\s*"([^"]*)"/g))
-            if (!m[1]!.startsWith("/")) bare.push(`${relative(SRC, p)}: ${m[1]}`);
-      }
-    };
-    walk(SRC);
+    for (const [rel, text] of sourceFiles())
+      for (const m of text.matchAll(/(?:Bun\.spawn|Bun\.spawnSync|[^.\w]spawnSync|[^.\w]spawn|[^.\w]sh)\(\s*\[\s*"([^"]*)"/g))
+        if (!m[1]!.startsWith("/")) bare.push(`${rel}: ${m[1]}`);
     expect(bare).toEqual([]);
   });
 });
