@@ -216,9 +216,12 @@ export interface Frontend<Options = unknown> {
    * Before the reproducer's build.sh runs (CUDA: remake a slice whose TU was edited). `confined`: a
    * build for an agent (validate --confine, kerncap mcp), which compiles what confinedCompilesOtherwise
    * says in a private copy: the capture's own build.sh is left to compile the same (CUDA: no prefix
-   * slice in place until the user's own validate makes one).
+   * slice in place until the user's own validate makes one). `defer`: a part that only checks
+   * sources which did not change (CUDA: that a slice stamped with its TU's hash is kerncap's) may be
+   * returned instead, to run while a fast build compiles; it returns whether it changed a source
+   * (then the builds begun before it are not used). Run before build.sh starts.
    */
-  beforeBuild?(dir: string, m: Manifest, o?: { confined?: boolean }): void;
+  beforeBuild?(dir: string, m: Manifest, o?: { confined?: boolean; defer?: boolean }): void | (() => boolean);
   /** The error a failed build.sh means, from its stderr, when more than a compile error (CUDA: an -rdc link, E_RDC); undefined for a plain one. */
   explainBuildFailure?(stderr: string): KerncapError | undefined;
   /** Check a rebuilt module before anything launches (CUDA: cubin, kernel present, parameter layout). @throws KerncapError (exit 2) */

@@ -11,6 +11,7 @@ import type { Manifest } from "../format/manifest.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { Rebuilder, type Rebuilt, type RebuilderOptions } from "../rebuild/rebuilder.ts";
 import { buildLock } from "../util/build-lock.ts";
+import { mark } from "../util/marks.ts";
 
 /** A rebuild running beside a replay. */
 export interface StartedRebuild {
@@ -46,9 +47,10 @@ export function startRebuild(dir: string, m: Manifest, o: Omit<RebuilderOptions,
       () => {},
     );
   const built = lock
-    .then(() => new Rebuilder(dir, m, frontendOf(m), { ...o, onCompile: () => compiling.resolve() }).rebuildOnce())
+    .then(() => new Rebuilder(dir, m, frontendOf(m), { ...o, onCompile: () => (mark("the compiler started"), compiling.resolve()) }).rebuildOnce())
     .then((b) => {
       at = performance.now();
+      mark(`the build ended (${b.builder ?? "build"}: ${b.seconds.toFixed(3)} s)`);
       return b;
     });
   if (!hold) built.then(release, release);
@@ -72,6 +74,7 @@ export async function replayBeside<T>(rebuild: StartedRebuild | undefined, repla
   // (JS work on the same thread), the two took turns and the build waited; from the compiler's
   // start on, the build is a child process and the preparation runs beside it
   if (rebuild) await rebuild.compiling;
+  mark("the replay's preparation started");
   try {
     return await replay();
   } catch (e) {

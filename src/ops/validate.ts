@@ -31,6 +31,7 @@ import { refuseUntrustedSource, requireRenderedBuild, requireTrustedBuild, runsT
 import { replayBeside, startRebuild } from "./rebuild-beside.ts";
 import { describeResources, moduleFigures, moduleResources, type ModuleResources } from "../rebuild/resources.ts";
 import { shellPath } from "../util/shell-quote.ts";
+import { mark } from "../util/marks.ts";
 
 export { describeResources, moduleResources, type ModuleResources };
 
@@ -266,6 +267,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
   const m = c.manifest;
   refuseWithoutValidate(c);
   const t0 = performance.now();
+  mark("validate: the rebuild and replay start");
   // damaged judging settings (E_CHECKSUM) said before the build, not after it (or never, without a GPU)
   judgingInEffect(c.dir, m, true);
   const rebuild = startRebuild(
@@ -302,6 +304,7 @@ export async function validateOnce(c: OpenedCapture, o: ValidateOptions): Promis
     throw e;
   }
   const b = await rebuild.built;
+  mark("validate: the replay ended");
   return {
     ...r,
     compare,

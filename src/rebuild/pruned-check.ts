@@ -4,6 +4,29 @@
  * measured cost: validate's strategy (chooseStrategy: the race where the machine has the cores for
  * it, else the cheaper build alone), the watch's margin before it leaves the fast build, and the
  * averaging of a cost with each new build's. The policy that uses them: ./rebuilder.ts.
+ *
+ * validate (one process per edit) keeps the check in DIR/build/pruned/check.json: the first
+ * validate (or the first after the plan of build.sh's compile changed, or after another kerncap
+ * version) runs build.sh and the fast build side by side on the same source and records whether
+ * they gave the kernel the same machine code; it reports build.sh's module. The later validates
+ * run both again, side by side, and replay the first that builds (the fast one, from an
+ * incremental preprocessing: src/frontends/cuda/incremental-pp.ts; never later than build.sh's),
+ * stopping the other — where the machine has the cores for both (RACE_MIN_CPUS). On a smaller
+ * one two builds side by side slow each other, so validate runs only the cheaper of the two by
+ * their measured costs (the record's `costs`: the check's times, then an average with each later
+ * build's, per capture and machine: chooseStrategy); a 2-core machine is then never slower than
+ * build.sh alone. A fast build that fails leaves build.sh's outcome (a real compile error is
+ * its message); when build.sh then succeeds, the record says the fast build is off, and build.sh
+ * rebuilds from then on. build.sh failing where the fast build does not (an error in host code,
+ * which the pruned TU does not compile) is said, and the fast build's verdict stands.
+ * `--full-build` always uses build.sh and leaves the record as it is.
+ *
+ * The watch (one process, many saves) keeps the check in memory and its fast builds' files in a
+ * temporary folder: the check runs beside the cycles after the first build by build.sh, and a
+ * fast build that fails where build.sh does not turns the fast build off for the rest of the watch.
+ * Its saves are rebuilt by the fast build while its measured cost (an average over the saves: the
+ * first, cold, build of the check is not one) stays below build.sh's (by WATCH_MARGIN, after
+ * WATCH_MIN_SAVES saves); past it, by build.sh.
  */
 import { rmSync } from "node:fs";
 import { join } from "node:path";

@@ -11,29 +11,8 @@
  * anything launches the module. A fast build's module is written over build.sh's own output too
  * (FastBuilder.buildShModule: CUDA's build/kernel.cubin), so that the file the docs and the
  * reproducer's README name always holds the last rebuild's module.
- *
- * validate (one process per edit) keeps the check in DIR/build/pruned/check.json: the first
- * validate (or the first after the plan of build.sh's compile changed, or after another kerncap
- * version) runs build.sh and the fast build side by side on the same source and records whether
- * they gave the kernel the same machine code; it reports build.sh's module. The later validates
- * run both again, side by side, and replay the first that builds (the fast one, from an
- * incremental preprocessing: src/frontends/cuda/incremental-pp.ts; never later than build.sh's),
- * stopping the other — where the machine has the cores for both (RACE_MIN_CPUS). On a smaller
- * one two builds side by side slow each other, so validate runs only the cheaper of the two by
- * their measured costs (the record's `costs`: the check's times, then an average with each later
- * build's, per capture and machine: chooseStrategy); a 2-core machine is then never slower than
- * build.sh alone. A fast build that fails leaves build.sh's outcome (a real compile error is
- * its message); when build.sh then succeeds, the record says the fast build is off, and build.sh
- * rebuilds from then on. build.sh failing where the fast build does not (an error in host code,
- * which the pruned TU does not compile) is said, and the fast build's verdict stands.
- * `--full-build` always uses build.sh and leaves the record as it is.
- *
- * The watch (one process, many saves) keeps the check in memory and its fast builds' files in a
- * temporary folder: the check runs beside the cycles after the first build by build.sh, and a
- * fast build that fails where build.sh does not turns the fast build off for the rest of the watch.
- * Its saves are rebuilt by the fast build while its measured cost (an average over the saves: the
- * first, cold, build of the check is not one) stays below build.sh's (by WATCH_MARGIN, after
- * WATCH_MIN_SAVES saves); past it, by build.sh.
+ * Which build validate and each save use: ./pruned-check.ts. Beside a fast build, the frontend's check of what did not change
+ * (CUDA: the slice is kerncap's) runs once its compiler runs, before build.sh starts; a source it changed: build.sh's build is the answer.
  */
 import { chmodSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
@@ -62,6 +41,12 @@ import {
   type PrunedCheckFields,
   type Strategy,
 } from "./pruned-check.ts";
+
+/** `f` (a Frontend.beforeBuild's deferred check) run at most once, its answer kept: whether it changed a source; none: false. */
+function once(f: (() => boolean) | undefined): () => boolean {
+  let changed: boolean | undefined;
+  return () => (changed ??= f?.() ?? false);
+}
 
 /** The record of the check and the choice by measured cost: ./pruned-check.ts (imported from here by the tests and the callers). */
 export { chooseStrategy, PRUNED_DIR, RACE_MIN_CPUS, readPrunedCheck, WATCH_MARGIN, WATCH_MIN_SAVES } from "./pruned-check.ts";
@@ -345,9 +330,9 @@ export class Rebuilder {
   async rebuildOnce(): Promise<Rebuilt> {
     assertRebuildWritable(this.dir); // before the pruned build's folder, not as a file inside it
     assertRegularTree(this.dir, "src"); // before the fast build too: no FIFO, device or link under src/ for a compiler to read
-    this.fe.beforeBuild?.(this.dir, this.m, { confined: Boolean(this.o.confine) });
+    const later = this.fe.beforeBuild?.(this.dir, this.m, { confined: Boolean(this.o.confine), defer: Boolean(this.fast) }) || undefined;
     try {
-      return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast) : this.buildSh()));
+      return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast, once(later)) : this.buildSh()));
     } catch (e) {
       // a failed rebuild leaves no earlier module where the docs say the last rebuild's is (nu12 #7: replay --against
       // timed the old kernel); build.sh removes its own OUTPUT before it compiles, a pruned build's published copy goes here
@@ -361,7 +346,7 @@ export class Rebuilder {
    * the pruned build was found to differ, else by the strategy the measured costs choose (build.sh
    * alone, the pruned build alone, or both raced), and the check of both where none concluded yet.
    */
-  private async raceOrCheck(fast: FastBuilder): Promise<Rebuilt> {
+  private async raceOrCheck(fast: FastBuilder, recheck: () => boolean): Promise<Rebuilt> {
     const work = mkdirInCapture(this.dir, PRUNED_DIR);
     chmodSync(work, 0o700); // its preprocessed TUs hold the text of every file the source included (a private one of yours, #included by an edit)
     const kernel = this.m.kernel.name;
@@ -369,6 +354,7 @@ export class Rebuilder {
     const current = check && check.kernel === kernel && check.kerncap === TOOL_VERSION ? check : undefined;
     if (current && !current.same) {
       log.debug(`build.sh rebuilds: ${current.reason} (${join(work, CHECK_FILE)})`);
+      recheck();
       return this.buildSh();
     }
     let replanned: FastBuilt | undefined;
@@ -380,19 +366,21 @@ export class Rebuilder {
         `validate builds with ${strategy} alone: ${cpus} CPUs, measured build.sh ${costs.buildSh.toFixed(2)} s, pruned ${costs.pruned.toFixed(2)} s (${join(work, CHECK_FILE)})`,
       );
     if (current && costs && strategy === "build.sh") {
+      recheck();
       const b = await this.buildSh();
       this.writeCheck({ ...current, costs: { ...costs, buildSh: averaged(costs.buildSh, b.seconds) } });
       return b;
     }
     if (current && costs && strategy === "pruned") {
-      const r = await this.prunedAlone(fast, work, current, costs);
+      const r = await this.prunedAlone(fast, work, current, costs, recheck);
       if ("module" in r) return r;
       ({ replanned, replannedFull } = r);
     } else if (current) {
-      const r = await this.race(fast, work, current, costs);
+      const r = await this.race(fast, work, current, costs, recheck);
       if ("module" in r) return r;
       ({ replanned, replannedFull } = r);
     }
+    recheck();
     return this.checkBoth(fast, work, cpus, replanned, replannedFull);
   }
 
@@ -417,19 +405,24 @@ export class Rebuilder {
     work: string,
     current: PrunedCheck,
     costs: BuildCosts | undefined,
+    recheck: () => boolean,
   ): Promise<Rebuilt | { replanned: FastBuilt; replannedFull: Rebuilt }> {
     const kernel = this.m.kernel.name;
     const series = fast.series(work); // the previous validate's preprocessing: the base of an incremental one
     const t0 = performance.now();
     const stopFast = new AbortController(),
       stopFull = new AbortController();
-    const fastP = fast.build(this.dir, work, this.fastOptions(stopFast.signal), series);
+    // the deferred check once the fast build's compiler runs (or it ended without one), before build.sh starts
+    const checked = Promise.withResolvers<void>();
+    const check = () => (recheck() && stopFast.abort(), checked.resolve());
+    const fastP = fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile: () => (check(), this.o.onCompile?.()) }, series);
+    fastP.then(check, check);
     // the replay's preparation (onCompile) waits for the fast build's compile step, not build.sh's start: begun beside the
     // fast build's preprocessing and pruning, its FFI calls held this thread while they waited (a fresh validate's
     // incremental preprocessing took 464 ms on the H200 where a watch's took 93-120); a fast build that fails says so too
     fastP.catch(() => this.o.onCompile?.());
     const full = () => this.buildSh(stopFull.signal, false);
-    const fullP = this.o.race === false ? fastP.then(full, full) : full();
+    const fullP = this.o.race === false ? fastP.then(full, full) : checked.promise.then(full);
     type First =
       | { who: "pruned"; f: FastBuilt }
       | { who: "pruned-failed"; e: unknown }
@@ -448,6 +441,13 @@ export class Rebuilder {
       await p;
     };
     let first = await Promise.race([fastR, fullR]);
+    if (recheck()) {
+      await stop(stopFast, fastR); // the check changed a source the fast build had begun with: build.sh's build, begun after it, is the answer
+      series.save(work);
+      const r = await fullR;
+      if (r.who !== "build.sh") throw (r as { e: unknown }).e;
+      return { ...r.b, seconds: (performance.now() - t0) / 1000 };
+    }
     if (first.who === "build.sh-failed") {
       const e = first.e;
       if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw (await stop(stopFast, fastR), e);
@@ -506,15 +506,20 @@ export class Rebuilder {
     work: string,
     current: PrunedCheck,
     costs: BuildCosts,
+    recheck: () => boolean,
   ): Promise<Rebuilt | { replanned: FastBuilt; replannedFull: Rebuilt }> {
     const kernel = this.m.kernel.name;
     const series = fast.series(work);
     const t0 = performance.now();
+    const stopFast = new AbortController();
+    // the deferred check once the compiler runs (a source it changed: this build stopped, build.sh's the answer)
+    const onCompile = () => (recheck() && stopFast.abort(), this.o.onCompile?.());
     let f: FastBuilt | undefined;
     try {
-      f = await fast.build(this.dir, work, this.fastOptions(), series);
+      f = await fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile }, series);
     } catch (e) {
       series.save(work);
+      if (recheck()) return this.buildSh();
       if (!(e instanceof FastBuildUnavailable)) throw e;
       // as in the race: build.sh's outcome is the answer (a real compile error is its message)
       const b = await this.buildSh();
@@ -530,6 +535,7 @@ export class Rebuilder {
       return { ...b, seconds: (performance.now() - t0) / 1000 };
     }
     series.save(work);
+    if (recheck()) return this.buildSh(); // checked only now (no compiler ran): a changed source is built by build.sh
     if (f.plan === current.plan) {
       this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
       return this.published({ module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) });

@@ -2,8 +2,7 @@
  * A capture's memory resident on the device (ReplaySession): opened once (./restore.ts: spans
  * reserved at the captured VAs, the before state restored and checked), then any number of runs,
  * each a module load, the checked runs (./checked-runs.ts), their judging (./judging.ts) and the
- * timed launches, with the memory put back to the before state between runs. Device work goes
- * through the backend of the capture's vendor (./backends/factory.ts openBackend).
+ * timed launches, with the memory put back to the before state between runs. Device work goes through the backend of the capture's vendor (./backends/factory.ts openBackend).
  */
 import { chunkExpectation } from "../format/chunks.ts";
 import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
@@ -27,6 +26,7 @@ import { editAgainstReference, referenceOf, type ReferenceNoise } from "./refere
 import { resultOf, type RunFacts } from "./run-result.ts";
 import { withRebuiltLaunch } from "./rebuilt-launch.ts";
 import { unloadModule, type Loaded, type Prepared } from "./prepared.ts";
+import { mark } from "../util/marks.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
 import {
   DEFAULT_TIMING,
@@ -296,7 +296,7 @@ class Session implements ReplaySession {
   private async load(o: RunOptions): Promise<Loaded> {
     const { dir, be } = this;
     const m = this.manifest;
-    const tw = performance.now();
+    const tw = (mark("the replay waits for the module"), performance.now());
     const rebuilt = await o.modulePath; // an absolute path that the reproducer's build printed
     const modFile = rebuilt ?? capturePath(dir, m.module.file);
     const moduleWaitSeconds = (performance.now() - tw) / 1000;

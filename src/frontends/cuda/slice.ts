@@ -49,6 +49,8 @@ import { sayBeforeBuild } from "../build-notes.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
 import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
 import { flagDefinesOf, systemHeaders } from "./slice-directives.ts";
+import { recordSliceChecked, sliceCheckedBefore } from "./slice-checked.ts";
+import { codeMask } from "./code-mask.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -154,83 +156,8 @@ export function sha256Text(text: string): string {
   return new Bun.CryptoHasher("sha256").update(text).digest("hex");
 }
 
-// ───────────────────────────── lexing ─────────────────────────────
-
-/**
- * Mask of a C++ text: the same length, with comments (a `//` one with its continuations),
- * string/char literals (raw strings too) and preprocessor directive lines (`#` or `%:`, with their
- * continuations) replaced by spaces; newlines kept; the digraphs `<%` and `%>` written as braces.
- * Braces, parentheses and identifiers in code are where they were.
- */
-export function codeMask(text: string): string {
-  const out = text.split("");
-  const n = text.length;
-  const blank = (a: number, b: number) => {
-    for (let k = a; k < b && k < n; k++) if (out[k] !== "\n") out[k] = " ";
-  };
-  let i = 0;
-  let lineStart = true;
-  while (i < n) {
-    const c = text[i]!;
-    if (c === "\n") {
-      lineStart = true;
-      i++;
-      continue;
-    }
-    if (lineStart && (c === " " || c === "\t")) {
-      i++;
-      continue;
-    }
-    if (lineStart && (c === "#" || (c === "%" && text[i + 1] === ":"))) {
-      let j = i;
-      while (j < n && text[j] !== "\n") {
-        if (text[j] === "\\" && text[j + 1] === "\n") j++;
-        j++;
-      }
-      blank(i, j);
-      i = j;
-      continue;
-    }
-    lineStart = false;
-    if (c === "/" && text[i + 1] === "/") {
-      let j = i;
-      // a backslash at a line's end continues the comment on the next line (adversary 44)
-      while (j < n && text[j] !== "\n") j += text[j] === "\\" && text[j + 1] === "\n" ? 2 : 1;
-      blank(i, j);
-      i = j;
-      continue;
-    }
-    if (c === "/" && text[i + 1] === "*") {
-      const e = text.indexOf("*/", i + 2);
-      const j = e < 0 ? n : e + 2;
-      blank(i, j);
-      i = j;
-      continue;
-    }
-    const raw = /^(?:u8|u|U|L)?R"([^()\\\s]{0,16})\(/.exec(text.slice(i, i + 24));
-    if (raw && (i === 0 || !/[A-Za-z0-9_]/.test(text[i - 1]!))) {
-      const close = `)${raw[1]}"`;
-      const e = text.indexOf(close, i + raw[0].length);
-      const j = e < 0 ? n : e + close.length;
-      blank(i, j);
-      i = j;
-      continue;
-    }
-    if (c === '"' || (c === "'" && !/[0-9A-Fa-f]/.test(text[i - 1] ?? ""))) {
-      // a ' after a hex digit is a digit separator (1'000), not a char literal
-      let j = i + 1;
-      while (j < n && text[j] !== c && text[j] !== "\n") j += text[j] === "\\" ? 2 : 1;
-      blank(i, j + 1);
-      i = j + 1;
-      continue;
-    }
-    // the digraphs of braces are braces (adversary 44: `%>` closing a body the slice left out early)
-    if (c === "<" && text[i + 1] === "%") (out[i] = " "), (out[i + 1] = "{");
-    else if (c === "%" && text[i + 1] === ">") (out[i] = "}"), (out[i + 1] = " ");
-    i++;
-  }
-  return out.join("");
-}
+// lexing: ./code-mask.ts
+export { codeMask } from "./code-mask.ts";
 
 /** A `__global__` function definition: its name, and the offsets of its body's `{` and `}`. */
 export interface KernelDef {
@@ -423,16 +350,27 @@ function sliceBody(meta: SliceMeta, tuText: string, context: SliceContext | unde
   };
 }
 
+/** What refreshSlice did; `later` (with `defer`): the check of an unchanged slice, still to run (what it did then). */
+export interface SliceRefresh {
+  action: "fresh" | "remade" | "removed" | "no-tu";
+  reason?: string;
+  editedByHand?: boolean;
+  later?: () => SliceRefresh;
+}
+
 /**
  * Remake the slice of a reproducer when its TU copy changed since (first-line hash): called by
  * `kerncap validate` before build.sh. A slice that can no longer be made is removed, so build.sh
  * compiles the whole TU (and says so). `meta` is checked first (checkSliceMeta); the TU is read and
  * the slice written through the capture path rule (src/format/paths.ts: no link followed, the
- * slice written to a temporary file and renamed).
+ * slice written to a temporary file and renamed). A slice stamped with the TU's hash is checked
+ * to be what kerncap makes from it (else replaced); with `defer`, that check (0.1–0.5 s for llm.c)
+ * is returned as `later`, for the caller to run while a compiler runs, before build.sh starts and
+ * before a build that began meanwhile is used (src/rebuild/rebuilder.ts).
  * @returns what was done, for the log.
  * @throws KerncapError E_MANIFEST (meta), E_UNSAFE_PATH (src/<tu> or the slice a link, a FIFO …)
  */
-export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | "remade" | "removed" | "no-tu"; reason?: string; editedByHand?: boolean } {
+export function refreshSlice(dir: string, metaIn: unknown, o: { defer?: boolean } = {}): SliceRefresh {
   const meta = checkSliceMeta(metaIn);
   const tuBytes = readInCapture(dir, `src/${meta.tu}`, MANIFEST_MAX_BYTES);
   if (!tuBytes) return { action: "no-tu" };
@@ -445,14 +383,17 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
   if (old && head && (head.includes(`sha256=${want} `) || head.includes(`sha256=${want}\n`))) {
     // kerncap's slice of this text: build.sh compiles it (an edit by hand, its body= stamp differing, is said by build.sh)
     const text = old.toString("utf8");
-    const problem = sliceEditedByHand(text) ? undefined : sliceProblem(meta, text, tuText, projectHeaders(dir, meta));
-    if (!problem) {
-      sameTimestamp(dir, meta);
-      return { action: "fresh", ...(sliceEditedByHand(text) ? { editedByHand: true } : {}) };
-    }
-    // its stamps say kerncap made it from this TU, and it is not what kerncap makes: stamps written over another text,
-    // never an edit by hand (that one's body= differs): replaced
-    log.warn(`${problem}: replaced by the slice kerncap makes from src/${meta.tu}`);
+    sameTimestamp(dir, meta);
+    if (sliceEditedByHand(text)) return { action: "fresh", editedByHand: true };
+    const check = (): SliceRefresh => {
+      const problem = checkedSliceProblem(dir, meta, text, tuText);
+      if (!problem) return { action: "fresh" };
+      // its stamps say kerncap made it from this TU, and it is not what kerncap makes: stamps written over another text,
+      // never an edit by hand (that one's body= differs): replaced
+      log.warn(`${problem}: replaced by the slice kerncap makes from src/${meta.tu}`);
+      return remakeSlice(dir, meta, tuText, true);
+    };
+    return o.defer ? { action: "fresh", later: check } : check();
   }
   if (old && sliceEditedByHand(old.toString("utf8")))
     throw new KerncapError(
@@ -462,6 +403,12 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
         hint: `Keep one of the two edits: carry the slice's edit over to src/${meta.tu}${meta.definitionName !== meta.tu ? ` (or to the kernel's definition file, ${meta.definitionName})` : ""} and delete src/${meta.slice} (the next validate makes it again), or undo the change of src/${meta.tu}.`,
       },
     );
+  return remakeSlice(dir, meta, tuText, Boolean(old));
+}
+
+/** The slice kerncap makes from `tuText` written in place of src/<slice> (`old`: there is one), or a "not made" one where it cannot be made. */
+function remakeSlice(dir: string, meta: SliceMeta, tuText: string, old: boolean): SliceRefresh {
+  const slicePath = `src/${meta.slice}`;
   const s = sliceText(meta, tuText, projectHeaders(dir, meta));
   if (!s.ok) {
     if (old) writeInCapture(dir, slicePath, notMadeText(meta, s.reason));
@@ -470,6 +417,17 @@ export function refreshSlice(dir: string, metaIn: unknown): { action: "fresh" | 
   writeInCapture(dir, slicePath, s.text);
   sameTimestamp(dir, meta);
   return { action: "remade" };
+}
+
+/** sliceProblem of kerncap's slice `slice` of `tuText`, unless this user's kerncap found none with the same inputs before (./slice-checked.ts: 0.3–0.5 s of llm.c's validate); none found: recorded. */
+function checkedSliceProblem(dir: string, meta: SliceMeta, slice: string, tuText: string): string | undefined {
+  const context = projectHeaders(dir, meta);
+  if (context.incomplete) return sliceProblem(meta, slice, tuText, context);
+  const inputs = { meta, tuText, slice, headers: context.headers };
+  if (sliceCheckedBefore(dir, inputs)) return undefined;
+  const problem = sliceProblem(meta, slice, tuText, context);
+  if (!problem) recordSliceChecked(dir, inputs);
+  return problem;
 }
 
 /**
@@ -576,8 +534,10 @@ export function sliceMetaOf(m: Pick<Manifest, "source">): SliceMeta | undefined 
  * kernel calls, and cicc specialises the helper for the one call it sees); the user's next validate
  * makes it again. A slice edited by hand is said here, before any build (the pruned build compiles
  * it without build.sh, whose note said it: a new user's finding), once (../build-notes.ts).
+ * `defer`: the check of an unchanged slice (refreshSlice's `later`) returned, to run later; it
+ * returns whether it changed the slice (a build begun before it must not be used then).
  */
-export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boolean } = {}): void {
+export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boolean; defer?: boolean } = {}): void | (() => boolean) {
   const meta = sliceMetaOf(m);
   if (!meta) return;
   if (o.confined && meta.kind === "prefix") {
@@ -588,12 +548,17 @@ export function remakeStaleSlice(dir: string, m: Manifest, o: { confined?: boole
       writeInCapture(resolve(dir), slicePath, notMadeText(meta, why));
     return;
   }
-  const r = refreshSlice(resolve(dir), meta);
-  if (r.editedByHand)
-    sayBeforeBuild(
-      `kerncap: the slice src/${meta.slice} was edited by hand`,
-      `the slice src/${meta.slice} was edited by hand: compiling it as it is (it is generated from src/${meta.tu}: once that file changes, validate refuses to remake it over your edit; delete the slice to compile the whole TU)`,
-    );
-  if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
-  if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);
+  const said = (r: SliceRefresh) => {
+    if (r.editedByHand)
+      sayBeforeBuild(
+        `kerncap: the slice src/${meta.slice} was edited by hand`,
+        `the slice src/${meta.slice} was edited by hand: compiling it as it is (it is generated from src/${meta.tu}: once that file changes, validate refuses to remake it over your edit; delete the slice to compile the whole TU)`,
+      );
+    if (r.action === "remade") log.debug(`slice src/${meta.slice} remade from the edited src/${meta.tu}`);
+    if (r.action === "removed") log.info(`no slice for the edited src/${meta.tu} (${r.reason}): the whole TU is compiled`);
+    return r;
+  };
+  const r = said(refreshSlice(resolve(dir), meta, { defer: o.defer }));
+  const later = r.later;
+  if (later) return () => said(later()).action !== "fresh";
 }

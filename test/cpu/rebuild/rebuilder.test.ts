@@ -233,6 +233,54 @@ describe("validate's build strategy by measured cost", () => {
     }
   }, 30_000);
 
+  test("the frontend's deferred check (CUDA: the slice is kerncap's) runs once the fast build compiles, before build.sh starts; a source it changed: build.sh's build is the answer, the fast build's never", async () => {
+    const { dir, m } = await toyCapture();
+    const started = join(dir, "build-sh-started");
+    const f = join(dir, "build.sh");
+    writeFileSync(f, readFileSync(f, "utf8").replace("set -euo pipefail\n", `set -euo pipefail\ntouch ${started}\n`));
+    const fast = toyFrontend.fastBuild!;
+    // the fast build reads its source, then its compiler runs (onCompile), then it writes what it read
+    const reading: FastBuilder = {
+      ...fast,
+      async build(d, work, o, series) {
+        const text = readFileSync(join(d, "src", "kernel.txt"), "utf8");
+        o.onCompile?.();
+        const b = await fast.build(d, work, o, series);
+        if (o.signal?.aborted) throw new BuildSuperseded();
+        writeFileSync(b.module, text);
+        return b;
+      },
+    };
+    const events: string[] = [];
+    const deferring = (changes: boolean): Frontend => ({
+      ...(toyFrontend as Frontend),
+      fastBuild: reading,
+      beforeBuild: (d, _m, o) => {
+        if (!o?.defer) return;
+        return () => {
+          events.push(existsSync(started) ? "check after build.sh started" : "check");
+          if (changes) writeFileSync(join(d, "src", "kernel.txt"), "REMADE\n");
+          return changes;
+        };
+      },
+    });
+    await new Rebuilder(dir, m, deferring(false), opts(16)).rebuildOnce(); // the check of both builds
+    for (const strategy of ["race", "pruned"] as const) {
+      rmSync(started, { force: true });
+      events.length = 0;
+      const same = await new Rebuilder(dir, m, deferring(false), { ...opts(16), race: true, strategy }).rebuildOnce();
+      expect(same.builder, strategy).toBe("pruned");
+      expect(events, strategy).toEqual(["check"]); // once, before build.sh started
+      rmSync(started, { force: true });
+      events.length = 0;
+      const changed = await new Rebuilder(dir, m, deferring(true), { ...opts(16), race: true, strategy }).rebuildOnce();
+      expect(events, strategy).toEqual(["check"]);
+      expect(changed.builder, strategy).toBe("build.sh");
+      expect(readFileSync(changed.module, "utf8"), strategy).toBe("REMADE\n"); // built from the source as the check left it
+      writeFileSync(join(dir, "src", "kernel.txt"), `${m.kernel.name}\n`);
+    }
+  }, 30_000);
+
   test("the watch: build.sh starts once the burst is quiet; a save's rebuild a later save stops is superseded (no build.sh instead, the fast build stays on)", async () => {
     const { dir, m } = await toyCapture();
     const fast = toyFrontend.fastBuild!;
