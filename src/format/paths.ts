@@ -465,11 +465,11 @@ export function isCaptureTemp(name: string): boolean {
  * @returns the file's absolute path
  * @throws KerncapError E_UNSAFE_PATH, E_IO (ENOSPC, EACCES …)
  */
-export function writeInCapture(dir: string, rel: string, data: string | Uint8Array, mode = 0o644, o: { sync?: boolean } = {}): string {
+export function writeInCapture(dir: string, rel: string, data: string | Uint8Array, mode = 0o644): string {
   const { path } = resolveInCapture(dir, rel);
   // the one writer (src/util/write-file.ts): folders opened from the capture's real path with no link followed,
-  // an unguessable O_EXCL|O_NOFOLLOW temp in the open folder, fsync (unless `sync` is false: a file remade at will), rename within it
-  writeFileAtomic(path, data, { mode: mode & ~process.umask(), root: realFolder(dir), create: true, sync: o.sync ?? true }); // a replaced file keeps its bits
+  // an unguessable O_EXCL|O_NOFOLLOW temp in the open folder, fsync, rename within it
+  writeFileAtomic(path, data, { mode: mode & ~process.umask(), root: realFolder(dir), create: true }); // a replaced file keeps its bits
   return path;
 }
 

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeDemo } from "../../src/capture/demo.ts";
-import { refreshSlice, sha256Text, sliceMetaOf } from "../../src/frontends/cuda/slice.ts";
+import { refreshSlice, remakeStaleSlice, sha256Text, sliceMetaOf } from "../../src/frontends/cuda/slice.ts";
 import { log } from "../../src/log.ts";
 import { buildReproducer } from "../../src/frontends/build.ts";
 import "../../src/frontends/index.ts"; // the registry: a confined build remakes what the capture's frontend generates
@@ -178,5 +178,23 @@ describe("kerncap eval: a candidate carrying a slice kerncap did not make from i
     writeFileSync(join(d, "edited/saxpy.cu"), readFileSync(join(d, "edited/saxpy.cu"), "utf8").replace(ADD, `2.0f * ${ADD}`));
     expect(await outcome(dir, join(d, "same"))).toEqual(["copied"]);
     expect(await outcome(dir, join(d, "edited"))).toEqual(["copied"]);
+  });
+
+  test("beside a fast build (defer): the check is handed back, the slice left until it runs; run, it replaces such a slice and says a source changed; kerncap's own slice: nothing changed", () => {
+    const { dir, m, tu, slice } = demo();
+    const made = readFileSync(slice, "utf8");
+    hiddenSlice(tu, slice);
+    const spy = spyOn(log, "warn").mockImplementation((() => {}) as never);
+    try {
+      const later = remakeStaleSlice(dir, m, { defer: true });
+      expect(typeof later).toBe("function");
+      expect(readFileSync(slice, "utf8")).toContain("HIDDEN"); // not checked yet
+      expect((later as () => boolean)()).toBe(true);
+      expect(readFileSync(slice, "utf8")).toBe(made);
+      const again = remakeStaleSlice(dir, m, { defer: true });
+      expect((again as () => boolean)()).toBe(false);
+    } finally {
+      spy.mockRestore();
+    }
   });
 });

@@ -49,7 +49,6 @@ import { sayBeforeBuild } from "../build-notes.ts";
 import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
 import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
 import { flagDefinesOf, systemHeaders } from "./slice-directives.ts";
-import { recordSliceChecked, sliceCheckedBefore } from "./slice-checked.ts";
 import { codeMask } from "./code-mask.ts";
 
 export interface SliceMeta {
@@ -386,7 +385,7 @@ export function refreshSlice(dir: string, metaIn: unknown, o: { defer?: boolean 
     sameTimestamp(dir, meta);
     if (sliceEditedByHand(text)) return { action: "fresh", editedByHand: true };
     const check = (): SliceRefresh => {
-      const problem = checkedSliceProblem(dir, meta, text, tuText);
+      const problem = sliceProblem(meta, text, tuText, projectHeaders(dir, meta));
       if (!problem) return { action: "fresh" };
       // its stamps say kerncap made it from this TU, and it is not what kerncap makes: stamps written over another text,
       // never an edit by hand (that one's body= differs): replaced
@@ -417,17 +416,6 @@ function remakeSlice(dir: string, meta: SliceMeta, tuText: string, old: boolean)
   writeInCapture(dir, slicePath, s.text);
   sameTimestamp(dir, meta);
   return { action: "remade" };
-}
-
-/** sliceProblem of kerncap's slice `slice` of `tuText`, unless this user's kerncap found none with the same inputs before (./slice-checked.ts: 0.3–0.5 s of llm.c's validate); none found: recorded. */
-function checkedSliceProblem(dir: string, meta: SliceMeta, slice: string, tuText: string): string | undefined {
-  const context = projectHeaders(dir, meta);
-  if (context.incomplete) return sliceProblem(meta, slice, tuText, context);
-  const inputs = { meta, tuText, slice, headers: context.headers };
-  if (sliceCheckedBefore(dir, inputs)) return undefined;
-  const problem = sliceProblem(meta, slice, tuText, context);
-  if (!problem) recordSliceChecked(dir, inputs);
-  return problem;
 }
 
 /**
