@@ -15,6 +15,7 @@
  * (CUDA: the slice is kerncap's) runs once its compiler runs, before build.sh starts; a source it changed: build.sh's build is the answer.
  */
 import { chmodSync, readFileSync, rmSync } from "node:fs";
+import { DeferredCheck } from "./deferred-check.ts";
 import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { privateTempFolder } from "../cache.ts";
@@ -41,12 +42,6 @@ import {
   type PrunedCheckFields,
   type Strategy,
 } from "./pruned-check.ts";
-
-/** `f` (a Frontend.beforeBuild's deferred check) run at most once, its answer kept: whether it changed a source; none: false. */
-function once(f: (() => boolean) | undefined): () => boolean {
-  let changed: boolean | undefined;
-  return () => (changed ??= f?.() ?? false);
-}
 
 /** The record of the check and the choice by measured cost: ./pruned-check.ts (imported from here by the tests and the callers). */
 export { chooseStrategy, PRUNED_DIR, RACE_MIN_CPUS, readPrunedCheck, WATCH_MARGIN, WATCH_MIN_SAVES } from "./pruned-check.ts";
@@ -332,7 +327,7 @@ export class Rebuilder {
     assertRegularTree(this.dir, "src"); // before the fast build too: no FIFO, device or link under src/ for a compiler to read
     const later = this.fe.beforeBuild?.(this.dir, this.m, { confined: Boolean(this.o.confine), defer: Boolean(this.fast) }) || undefined;
     try {
-      return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast, once(later)) : this.buildSh()));
+      return this.checkRebuilt(await (this.fast ? this.raceOrCheck(this.fast, new DeferredCheck(later)) : this.buildSh()));
     } catch (e) {
       // a failed rebuild leaves no earlier module where the docs say the last rebuild's is (nu12 #7: replay --against
       // timed the old kernel); build.sh removes its own OUTPUT before it compiles, a pruned build's published copy goes here
@@ -346,7 +341,7 @@ export class Rebuilder {
    * the pruned build was found to differ, else by the strategy the measured costs choose (build.sh
    * alone, the pruned build alone, or both raced), and the check of both where none concluded yet.
    */
-  private async raceOrCheck(fast: FastBuilder, recheck: () => boolean): Promise<Rebuilt> {
+  private async raceOrCheck(fast: FastBuilder, deferred: DeferredCheck): Promise<Rebuilt> {
     const work = mkdirInCapture(this.dir, PRUNED_DIR);
     chmodSync(work, 0o700); // its preprocessed TUs hold the text of every file the source included (a private one of yours, #included by an edit)
     const kernel = this.m.kernel.name;
@@ -354,7 +349,7 @@ export class Rebuilder {
     const current = check && check.kernel === kernel && check.kerncap === TOOL_VERSION ? check : undefined;
     if (current && !current.same) {
       log.debug(`build.sh rebuilds: ${current.reason} (${join(work, CHECK_FILE)})`);
-      recheck();
+      deferred.changed();
       return this.buildSh();
     }
     let replanned: FastBuilt | undefined;
@@ -366,21 +361,21 @@ export class Rebuilder {
         `validate builds with ${strategy} alone: ${cpus} CPUs, measured build.sh ${costs.buildSh.toFixed(2)} s, pruned ${costs.pruned.toFixed(2)} s (${join(work, CHECK_FILE)})`,
       );
     if (current && costs && strategy === "build.sh") {
-      recheck();
+      deferred.changed();
       const b = await this.buildSh();
       this.writeCheck({ ...current, costs: { ...costs, buildSh: averaged(costs.buildSh, b.seconds) } });
       return b;
     }
     if (current && costs && strategy === "pruned") {
-      const r = await this.prunedAlone(fast, work, current, costs, recheck);
+      const r = await this.prunedAlone(fast, work, current, costs, deferred);
       if ("module" in r) return r;
       ({ replanned, replannedFull } = r);
     } else if (current) {
-      const r = await this.race(fast, work, current, costs, recheck);
+      const r = await this.race(fast, work, current, costs, deferred);
       if ("module" in r) return r;
       ({ replanned, replannedFull } = r);
     }
-    recheck();
+    deferred.changed();
     return this.checkBoth(fast, work, cpus, replanned, replannedFull);
   }
 
@@ -405,7 +400,7 @@ export class Rebuilder {
     work: string,
     current: PrunedCheck,
     costs: BuildCosts | undefined,
-    recheck: () => boolean,
+    deferred: DeferredCheck,
   ): Promise<Rebuilt | { replanned: FastBuilt; replannedFull: Rebuilt }> {
     const kernel = this.m.kernel.name;
     const series = fast.series(work); // the previous validate's preprocessing: the base of an incremental one
@@ -414,9 +409,9 @@ export class Rebuilder {
       stopFull = new AbortController();
     // the deferred check once the fast build's compiler runs (or it ended without one), before build.sh starts
     const checked = Promise.withResolvers<void>();
-    const check = () => (recheck() && stopFast.abort(), checked.resolve());
-    const fastP = fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile: () => (check(), this.o.onCompile?.()) }, series);
-    fastP.then(check, check);
+    const settle = () => (deferred.settle(stopFast, stopFull), checked.resolve());
+    const fastP = fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile: () => (settle(), this.o.onCompile?.()) }, series);
+    fastP.then(settle, settle);
     // the replay's preparation (onCompile) waits for the fast build's compile step, not build.sh's start: begun beside the
     // fast build's preprocessing and pruning, its FFI calls held this thread while they waited (a fresh validate's
     // incremental preprocessing took 464 ms on the H200 where a watch's took 93-120); a fast build that fails says so too
@@ -441,7 +436,10 @@ export class Rebuilder {
       await p;
     };
     let first = await Promise.race([fastR, fullR]);
-    if (recheck()) {
+    const changed = await Promise.resolve()
+      .then(() => deferred.changed())
+      .catch(async (e: unknown) => (await Promise.all([fastR, fullR]), Promise.reject(e))); // its error the answer, once both builds stopped
+    if (changed) {
       await stop(stopFast, fastR); // the check changed a source the fast build had begun with: build.sh's build, begun after it, is the answer
       series.save(work);
       const r = await fullR;
@@ -506,20 +504,20 @@ export class Rebuilder {
     work: string,
     current: PrunedCheck,
     costs: BuildCosts,
-    recheck: () => boolean,
+    deferred: DeferredCheck,
   ): Promise<Rebuilt | { replanned: FastBuilt; replannedFull: Rebuilt }> {
     const kernel = this.m.kernel.name;
     const series = fast.series(work);
     const t0 = performance.now();
     const stopFast = new AbortController();
     // the deferred check once the compiler runs (a source it changed: this build stopped, build.sh's the answer)
-    const onCompile = () => (recheck() && stopFast.abort(), this.o.onCompile?.());
+    const onCompile = () => (deferred.settle(stopFast), this.o.onCompile?.());
     let f: FastBuilt | undefined;
     try {
       f = await fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile }, series);
     } catch (e) {
       series.save(work);
-      if (recheck()) return this.buildSh();
+      if (deferred.changed()) return this.buildSh();
       if (!(e instanceof FastBuildUnavailable)) throw e;
       // as in the race: build.sh's outcome is the answer (a real compile error is its message)
       const b = await this.buildSh();
@@ -535,7 +533,7 @@ export class Rebuilder {
       return { ...b, seconds: (performance.now() - t0) / 1000 };
     }
     series.save(work);
-    if (recheck()) return this.buildSh(); // checked only now (no compiler ran): a changed source is built by build.sh
+    if (deferred.changed()) return this.buildSh(); // checked only now (no compiler ran): a changed source is built by build.sh
     if (f.plan === current.plan) {
       this.writeCheck({ ...current, costs: { ...costs, pruned: averaged(costs.pruned, f.seconds) } });
       return this.published({ module: f.module, seconds: f.seconds, builder: "pruned", steps: roundSteps(f.steps) });

@@ -233,7 +233,7 @@ describe("validate's build strategy by measured cost", () => {
     }
   }, 30_000);
 
-  test("the frontend's deferred check (CUDA: the slice is kerncap's) runs once the fast build compiles, before build.sh starts; a source it changed: build.sh's build is the answer, the fast build's never", async () => {
+  test("the frontend's deferred check (CUDA: the slice is kerncap's) runs once the fast build compiles, before build.sh starts; a source it changed: build.sh's build is the answer, the fast build's never; a check that fails: its error, build.sh never started", async () => {
     const { dir, m } = await toyCapture();
     const started = join(dir, "build-sh-started");
     const f = join(dir, "build.sh");
@@ -252,13 +252,14 @@ describe("validate's build strategy by measured cost", () => {
       },
     };
     const events: string[] = [];
-    const deferring = (changes: boolean): Frontend => ({
+    const deferring = (changes: boolean | "throws"): Frontend => ({
       ...(toyFrontend as Frontend),
       fastBuild: reading,
       beforeBuild: (d, _m, o) => {
         if (!o?.defer) return;
         return () => {
           events.push(existsSync(started) ? "check after build.sh started" : "check");
+          if (changes === "throws") throw new Error("the check failed");
           if (changes) writeFileSync(join(d, "src", "kernel.txt"), "REMADE\n");
           return changes;
         };
@@ -278,6 +279,14 @@ describe("validate's build strategy by measured cost", () => {
       expect(changed.builder, strategy).toBe("build.sh");
       expect(readFileSync(changed.module, "utf8"), strategy).toBe("REMADE\n"); // built from the source as the check left it
       writeFileSync(join(dir, "src", "kernel.txt"), `${m.kernel.name}\n`);
+      // a check that fails: its error is the rebuild's, both builds stopped, build.sh never started
+      rmSync(started, { force: true });
+      const failed = await new Rebuilder(dir, m, deferring("throws"), { ...opts(16), race: true, strategy }).rebuildOnce().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(String(failed), strategy).toContain("the check failed");
+      expect(existsSync(started), strategy).toBe(false);
     }
   }, 30_000);
 
