@@ -290,11 +290,19 @@ export function expandMacros(code: string, macros: MacroTable, rounds = 6): stri
   return [...text.matchAll(/[A-Za-z_]\w*/g)].some((m) => macros.has(m[0])) ? undefined : text;
 }
 
+/** The folders of libstdc++'s versions and of gcc's own headers' versions. */
+const CXX_BASES = ["/usr/include/c++", "/usr/include/x86_64-linux-gnu/c++", "/usr/include/aarch64-linux-gnu/c++"];
+const GCC_BASES = ["/usr/lib/gcc/x86_64-linux-gnu", "/usr/lib/gcc/aarch64-linux-gnu", "/usr/lib/gcc/x86_64-pc-linux-gnu"];
+
 /** The include folders of the toolchain and the system (nvcc's CUDA headers, gcc's C and C++ ones), found once. */
 let systemDirs: string[] | undefined;
 
 /** A system header's path (the first include folder that has it), or undefined; cached. */
 const systemPaths = new Map<string, string[]>();
+/** Every path the lookups below asked about, there or not (the include folders, their bases, each header's name in each): what a slice's check depended on (./system-facts.ts). */
+const systemProbed = new Set<string>();
+/** The paths the system-header lookups of this process asked about, sorted. */
+export const systemPathsProbed = (): string[] => [...systemProbed].sort();
 /** The names a system header includes; cached. */
 const systemIncludeNames = new Map<string, string[]>();
 
@@ -310,22 +318,30 @@ function systemPath(name: string): string | undefined {
     } catch {
       // no nvcc: its headers are not known, the system's are
     }
-    for (const base of ["/usr/include/c++", "/usr/include/x86_64-linux-gnu/c++", "/usr/include/aarch64-linux-gnu/c++"])
+    for (const base of CXX_BASES)
       try {
         for (const v of readdirSync(base)) dirs.push(join(base, v), join(base, v, "backward"));
       } catch {
         // none
       }
     // gcc's own folders (stddef.h, float.h: NULL, FLT_MAX; adversary 49), every version's
-    for (const base of ["/usr/lib/gcc/x86_64-linux-gnu", "/usr/lib/gcc/aarch64-linux-gnu", "/usr/lib/gcc/x86_64-pc-linux-gnu"])
+    for (const base of GCC_BASES)
       try {
         for (const v of readdirSync(base)) dirs.push(join(base, v, "include"), join(base, v, "include-fixed"));
       } catch {
         // none
       }
+    for (const d of [...dirs, ...CXX_BASES, ...GCC_BASES]) systemProbed.add(d); // a version folder added or removed changes its base
     systemDirs = dirs.filter((d) => existsSync(d));
   }
-  if (!systemPaths.has(name)) systemPaths.set(name, name.includes("..") ? [] : systemDirs.map((d) => join(d, name)).filter((p) => existsSync(p)));
+  if (!systemPaths.has(name)) {
+    const paths = name.includes("..") ? [] : systemDirs.map((d) => join(d, name));
+    for (const p of paths) systemProbed.add(p);
+    systemPaths.set(
+      name,
+      paths.filter((p) => existsSync(p)),
+    );
+  }
   return systemPaths.get(name)![0];
 }
 
@@ -352,6 +368,9 @@ export const systemHeaders: { has(name: string): boolean; includes(name: string)
   defines: (name) => systemRead(name).defines,
 };
 
+/** How many system header files this process read (systemRead): none where an earlier process's facts were taken. */
+let systemFilesRead = 0;
+export const systemHeaderFilesRead = (): number => systemFilesRead;
 /** The macros the system headers define; cached. */
 const systemDefineNames = new Map<string, string[]>();
 
@@ -365,7 +384,7 @@ function systemRead(name: string): { includes: string[]; defines: string[] } {
       // regular expression rather than directiveText's pass over every character (0.1 s cold for libstdc++ and CUDA's);
       // every file of the name (which one the compiler reads depends on its search order)
       const text = systemPathsOf(name)
-        .map((p) => readFileSync(p, "latin1"))
+        .map((p) => (systemFilesRead++, readFileSync(p, "latin1")))
         .join("\n");
       // a quoted name is looked up beside the header first: its folder's name too (CUDA's crt/…)
       const beside = (n: string) => join(dirname(name), n);
@@ -381,6 +400,39 @@ function systemRead(name: string): { includes: string[]; defines: string[] } {
     systemDefineNames.set(name, defines);
   }
   return { includes, defines };
+}
+
+/**
+ * What this process's system-header lookups found: the include folders, each name's files there,
+ * each read header's #include and #define names. An earlier process's are taken by
+ * adoptSystemHeaderFacts (./system-facts.ts keeps them, with the identity of every path asked about).
+ */
+export interface SystemHeaderFacts {
+  dirs: string[];
+  paths: [string, string[]][];
+  reads: [string, string[], string[]][];
+}
+
+/** This process's SystemHeaderFacts; undefined before any lookup. */
+export function systemHeaderFacts(): SystemHeaderFacts | undefined {
+  if (!systemDirs) return undefined;
+  return { dirs: systemDirs, paths: [...systemPaths], reads: [...systemIncludeNames].map(([n, inc]) => [n, inc, systemDefineNames.get(n) ?? []]) };
+}
+
+/**
+ * Take an earlier process's facts as this one's, where this process has looked nothing up yet
+ * (the caller checked that every path they were found by, `probed`, is as it was then: those are
+ * this process's probes too). Facts not of their shape are not taken.
+ */
+export function adoptSystemHeaderFacts(f: SystemHeaderFacts, probed: readonly string[]): void {
+  const strings = (x: unknown) => Array.isArray(x) && x.every((y) => typeof y === "string");
+  if (systemDirs || !strings(f.dirs) || !Array.isArray(f.paths) || !Array.isArray(f.reads)) return;
+  if (!f.paths.every((e) => typeof e?.[0] === "string" && strings(e[1]))) return;
+  if (!f.reads.every((e) => typeof e?.[0] === "string" && strings(e[1]) && strings(e[2]))) return;
+  systemDirs = [...f.dirs];
+  for (const [n, p] of f.paths) systemPaths.set(n, p);
+  for (const [n, inc, def] of f.reads) systemIncludeNames.set(n, inc), systemDefineNames.set(n, def);
+  for (const p of probed) systemProbed.add(p);
 }
 
 const INCLUDE_RE = /^\s*#\s*include\s*(["<])([^">]+)[">]/;

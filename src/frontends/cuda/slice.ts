@@ -50,6 +50,7 @@ import { kernelNameParts, type KernelNameParts } from "./kernel-name.ts";
 import { bodyStays, instantiationHazard, sliceHazard, type SliceContext } from "./slice-lookup.ts";
 import { flagDefinesOf, systemHeaders } from "./slice-directives.ts";
 import { codeMask } from "./code-mask.ts";
+import { withSystemFacts } from "./system-facts.ts";
 
 export interface SliceMeta {
   kind: "instantiation" | "prefix";
@@ -385,7 +386,7 @@ export function refreshSlice(dir: string, metaIn: unknown, o: { defer?: boolean 
     sameTimestamp(dir, meta);
     if (sliceEditedByHand(text)) return { action: "fresh", editedByHand: true };
     const check = (): SliceRefresh => {
-      const problem = sliceProblem(meta, text, tuText, projectHeaders(dir, meta));
+      const problem = withSystemFacts(() => sliceProblem(meta, text, tuText, projectHeaders(dir, meta)));
       if (!problem) return { action: "fresh" };
       // its stamps say kerncap made it from this TU, and it is not what kerncap makes: stamps written over another text,
       // never an edit by hand (that one's body= differs): replaced
@@ -408,7 +409,7 @@ export function refreshSlice(dir: string, metaIn: unknown, o: { defer?: boolean 
 /** The slice kerncap makes from `tuText` written in place of src/<slice> (`old`: there is one), or a "not made" one where it cannot be made. */
 function remakeSlice(dir: string, meta: SliceMeta, tuText: string, old: boolean): SliceRefresh {
   const slicePath = `src/${meta.slice}`;
-  const s = sliceText(meta, tuText, projectHeaders(dir, meta));
+  const s = withSystemFacts(() => sliceText(meta, tuText, projectHeaders(dir, meta)));
   if (!s.ok) {
     if (old) writeInCapture(dir, slicePath, notMadeText(meta, s.reason));
     return { action: "removed", reason: s.reason };
