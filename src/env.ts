@@ -32,7 +32,7 @@ export const ENV_VARS = {
     readers: ["kerncap"],
     setBy: "user",
     meaning:
-      "folder for the files kerncap writes out of its executable (capture library, Triton shim, reproducer templates), each in a content-hashed subfolder; default `$XDG_CACHE_HOME/kerncap`, else `~/.cache/kerncap` (an absolute path: a relative one is refused, a relative `XDG_CACHE_HOME` ignored); when that cannot be written, `$TMPDIR/kerncap-cache-<uid>` is used and said once",
+      "folder for the files kerncap writes out of its executable (capture library, Triton shim, reproducer templates), each in a content-hashed subfolder, and the system headers' facts a CUDA slice's check read (`cuda-system-headers-<16 hex>.json`, one per toolchain environment: used only in a folder no other user can write, and only while every path it names is as it was); default `$XDG_CACHE_HOME/kerncap`, else `~/.cache/kerncap` (an absolute path: a relative one is refused, a relative `XDG_CACHE_HOME` ignored); when that cannot be written, `$TMPDIR/kerncap-cache-<uid>` is used and said once",
   },
   KERNCAP_CUDA_LIB: { readers: ["kerncap"], setBy: "user", meaning: "path of a libkerncap_cuda.so to inject instead of the embedded one" },
   KERNCAP_SANDBOX: {
