@@ -88,8 +88,10 @@ rebuilt=$(grep -c 'Building CUDA object' "$work/bench-build.log" || true)
 # (b) kerncap validate after the same edit
 echo "$stamp" >> "$copy"
 t3=$(now)
-"$bin" validate "$cap" --json >"$work/bench-validate.json"
+# its phases' marks (src/util/marks.ts: ms since the process started) printed after it
+KERNCAP_VERBOSE=1 "$bin" validate "$cap" --json >"$work/bench-validate.json" 2>"$work/bench-validate.stderr"
 t4=$(now)
+sed -n 's/.*\(t+[0-9]* ms: .*\)/[bench] timed validate: \1/p' "$work/bench-validate.stderr" >&2
 vbuilder=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rebuild"].get("builder", "build.sh"))' "$work/bench-validate.json")
 python3 - "$work/bench-validate-first.json" "$work/bench-validate.json" <<'PY' >&2 || true
 import json, sys
