@@ -440,8 +440,9 @@ export class Rebuilder {
       .then(() => deferred.changed())
       .catch(async (e: unknown) => (await Promise.all([fastR, fullR]), Promise.reject(e))); // its error the answer, once both builds stopped
     if (changed) {
-      await stop(stopFast, fastR); // the check changed a source the fast build had begun with: build.sh's build, begun after it, is the answer
-      series.save(work);
+      const fr = (await stop(stopFast, fastR), await fastR);
+      if (fr.who === "pruned-failed" && isKerncapError(fr.e) && fr.e.code === "E_INTERRUPTED") throw (await stop(stopFull, fullR), fr.e); // a stop signal
+      series.save(work); // the check changed a source the fast build had begun with: build.sh's build, begun after it, is the answer
       const r = await fullR;
       if (r.who !== "build.sh") throw (r as { e: unknown }).e;
       return { ...r.b, seconds: (performance.now() - t0) / 1000 };
@@ -517,6 +518,7 @@ export class Rebuilder {
       f = await fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile }, series);
     } catch (e) {
       series.save(work);
+      if (isKerncapError(e) && e.code === "E_INTERRUPTED") throw e; // a stop signal: no build.sh after it
       if (deferred.changed()) return this.buildSh();
       if (!(e instanceof FastBuildUnavailable)) throw e;
       // as in the race: build.sh's outcome is the answer (a real compile error is its message)

@@ -8,7 +8,7 @@
  * `#include /*x*\/ "late.h"`, `%:include`, `#inc\⏎lude`, `#include LATE`).
  */
 
-import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readFileSync, realpathSync, statSync, type BigIntStats } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { findNvcc } from "./nvcc.ts";
 import { includeFolderWords, includeSearchVariable } from "../include-search.ts";
@@ -299,10 +299,30 @@ let systemDirs: string[] | undefined;
 
 /** A system header's path (the first include folder that has it), or undefined; cached. */
 const systemPaths = new Map<string, string[]>();
-/** Every path the lookups below asked about, there or not (the include folders, their bases, each header's name in each): what a slice's check depended on (./system-facts.ts). */
-const systemProbed = new Set<string>();
-/** The paths the system-header lookups of this process asked about, sorted. */
-export const systemPathsProbed = (): string[] => [...systemProbed].sort();
+/**
+ * Every path the lookups below asked about, there or not (the include folders, their bases, the
+ * nvcc found, each header's name in each), with its identity when asked (a header read: the file
+ * read, by its descriptor): what a slice's check depended on (./system-facts.ts).
+ */
+const systemProbed = new Map<string, string>();
+/** The paths the system-header lookups of this process asked about, each with its identity then, sorted by path. */
+export const systemPathsProbed = (): [string, string][] => [...systemProbed].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+
+/** A path's identity (device, inode, size, mtime and ctime in ns; a link followed), or "absent"; `st` a stat already made. */
+export function pathIdentity(path: string, st?: BigIntStats): string {
+  try {
+    const s = st ?? statSync(path, { bigint: true, throwIfNoEntry: false });
+    return s ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}` : "absent";
+  } catch {
+    return "absent"; // ENOTDIR: a file where a folder of the path would be
+  }
+}
+/** Ask about `p`: its identity recorded; whether it is there. */
+const probe = (p: string): boolean => {
+  const id = pathIdentity(p);
+  systemProbed.set(p, id);
+  return id !== "absent";
+};
 /** The names a system header includes; cached. */
 const systemIncludeNames = new Map<string, string[]>();
 
@@ -313,7 +333,9 @@ function systemPath(name: string): string | undefined {
     for (const root of [process.env.CUDA_HOME, process.env.CUDA_PATH, "/usr/local/cuda"].filter((r): r is string => !!r))
       dirs.push(join(root, "include"), join(root, "targets/x86_64-linux/include"), join(root, "targets/sbsa-linux/include"));
     try {
-      const bin = dirname(realpathSync(findNvcc()));
+      const nvcc = findNvcc();
+      probe(nvcc); // the toolkit behind it (a link retargeted: another file)
+      const bin = dirname(realpathSync(nvcc));
       dirs.push(join(bin, "../include"), join(bin, "../targets/x86_64-linux/include"), join(bin, "../targets/sbsa-linux/include"));
     } catch {
       // no nvcc: its headers are not known, the system's are
@@ -331,16 +353,12 @@ function systemPath(name: string): string | undefined {
       } catch {
         // none
       }
-    for (const d of [...dirs, ...CXX_BASES, ...GCC_BASES]) systemProbed.add(d); // a version folder added or removed changes its base
-    systemDirs = dirs.filter((d) => existsSync(d));
+    for (const d of [...CXX_BASES, ...GCC_BASES]) probe(d); // a version folder added or removed changes its base
+    systemDirs = dirs.filter(probe);
   }
   if (!systemPaths.has(name)) {
     const paths = name.includes("..") ? [] : systemDirs.map((d) => join(d, name));
-    for (const p of paths) systemProbed.add(p);
-    systemPaths.set(
-      name,
-      paths.filter((p) => existsSync(p)),
-    );
+    systemPaths.set(name, paths.filter(probe));
   }
   return systemPaths.get(name)![0];
 }
@@ -368,6 +386,18 @@ export const systemHeaders: { has(name: string): boolean; includes(name: string)
   defines: (name) => systemRead(name).defines,
 };
 
+/** A system header's text, its identity recorded as the file read (its descriptor's). */
+function readSystemFile(p: string): string {
+  const fd = openSync(p, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    systemProbed.set(p, pathIdentity(p, fstatSync(fd, { bigint: true })));
+    systemFilesRead++;
+    return readFileSync(fd, "latin1");
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** How many system header files this process read (systemRead): none where an earlier process's facts were taken. */
 let systemFilesRead = 0;
 export const systemHeaderFilesRead = (): number => systemFilesRead;
@@ -383,9 +413,7 @@ function systemRead(name: string): { includes: string[]; defines: string[] } {
       // the toolchain's own headers: their #include lines as written (no splices or digraphs to read through), by one
       // regular expression rather than directiveText's pass over every character (0.1 s cold for libstdc++ and CUDA's);
       // every file of the name (which one the compiler reads depends on its search order)
-      const text = systemPathsOf(name)
-        .map((p) => (systemFilesRead++, readFileSync(p, "latin1")))
-        .join("\n");
+      const text = systemPathsOf(name).map(readSystemFile).join("\n");
       // a quoted name is looked up beside the header first: its folder's name too (CUDA's crt/…)
       const beside = (n: string) => join(dirname(name), n);
       includes = [...text.matchAll(/^[ \t]*#[ \t]*include(?:_next)?[ \t]*([<"])([^>"\n]+)[>"]/gm)].flatMap((m) =>
@@ -424,7 +452,7 @@ export function systemHeaderFacts(): SystemHeaderFacts | undefined {
  * (the caller checked that every path they were found by, `probed`, is as it was then: those are
  * this process's probes too). Facts not of their shape are not taken.
  */
-export function adoptSystemHeaderFacts(f: SystemHeaderFacts, probed: readonly string[]): void {
+export function adoptSystemHeaderFacts(f: SystemHeaderFacts, probed: readonly (readonly [string, string])[]): void {
   const strings = (x: unknown) => Array.isArray(x) && x.every((y) => typeof y === "string");
   if (systemDirs || !strings(f.dirs) || !Array.isArray(f.paths) || !Array.isArray(f.reads)) return;
   if (!f.paths.every((e) => typeof e?.[0] === "string" && strings(e[1]))) return;
@@ -432,7 +460,7 @@ export function adoptSystemHeaderFacts(f: SystemHeaderFacts, probed: readonly st
   systemDirs = [...f.dirs];
   for (const [n, p] of f.paths) systemPaths.set(n, p);
   for (const [n, inc, def] of f.reads) systemIncludeNames.set(n, inc), systemDefineNames.set(n, def);
-  for (const p of probed) systemProbed.add(p);
+  for (const [p, id] of probed) systemProbed.set(p, id);
 }
 
 const INCLUDE_RE = /^\s*#\s*include\s*(["<])([^">]+)[">]/;

@@ -13,13 +13,13 @@
  * changed anywhere it looked: all read again); it writes them back only when it looked up
  * something they did not hold. Any doubt: nothing taken, the headers read as before.
  */
-import { constants, fstatSync, readFileSync, closeSync, statSync } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { preferredCacheDir, privateFolderRisk } from "../../cache.ts";
 import { TOOL_VERSION } from "../../version.ts";
 import { openNoFollow, writeFileAtomic } from "../../util/write-file.ts";
 import { INCLUDE_SEARCH_ENV } from "../include-search.ts";
-import { adoptSystemHeaderFacts, systemHeaderFacts, systemPathsProbed, type SystemHeaderFacts } from "./slice-directives.ts";
+import { adoptSystemHeaderFacts, pathIdentity, systemHeaderFacts, systemPathsProbed, type SystemHeaderFacts } from "./slice-directives.ts";
 
 const SCHEMA = "kerncap.cuda-system-headers/1";
 /** The most bytes read back (about 1.3 MB for llm.c's). */
@@ -38,16 +38,6 @@ interface FactsFile {
 /** How many paths this process's facts were taken with (0: none taken); a lookup past them makes the file worth writing. */
 let taken = -1;
 
-/** A path's identity: device, inode, size, mtime and ctime (ns), or "absent". */
-function identity(path: string): string {
-  try {
-    const s = statSync(path, { bigint: true, throwIfNoEntry: false });
-    return s ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}` : "absent";
-  } catch {
-    return "absent"; // ENOTDIR: a file where a folder of the path would be
-  }
-}
-
 /** The facts file for this environment, in a cache folder no one else can write; undefined where there is none. */
 function factsFile(): string | undefined {
   try {
@@ -61,47 +51,68 @@ function factsFile(): string | undefined {
   }
 }
 
+/** The file's text when it is a regular file of the user's that no one else may write (never waiting on a FIFO, never through a link); else undefined. */
+function readOwn(file: string): string | undefined {
+  const own = (st: { isFile(): boolean; uid: number; mode: number; size: number }) =>
+    st.isFile() && st.uid === process.getuid?.() && (st.mode & 0o022) === 0 && st.size <= MAX_BYTES;
+  try {
+    const st = lstatSync(file, { throwIfNoEntry: false });
+    if (!st || !own(st)) return undefined;
+    const fd = openNoFollow(file, constants.O_RDONLY | constants.O_NONBLOCK, "the system headers' facts");
+    try {
+      const now = fstatSync(fd);
+      return own(now) && now.ino === st.ino ? readFileSync(fd, "utf8") : undefined;
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Take the facts an earlier process kept (once per process, before this one looked anything up):
- * only this kerncap's, each path asked about as it was. Nothing else happens on any doubt.
+ * only this kerncap's, found by paths that include every include folder they name, each path as
+ * it was. Nothing else happens on any doubt.
  */
 export function takeSystemFacts(): void {
   if (taken >= 0) return;
   taken = 0;
   const file = factsFile();
-  if (!file) return;
+  const text = file && readOwn(file);
+  if (!text) return;
   let f: FactsFile;
   try {
-    const fd = openNoFollow(file, constants.O_RDONLY, "the system headers' facts");
-    try {
-      const st = fstatSync(fd);
-      if (!st.isFile() || st.uid !== process.getuid?.() || st.size > MAX_BYTES) return;
-      f = JSON.parse(readFileSync(fd, "utf8")) as FactsFile;
-    } finally {
-      closeSync(fd);
-    }
+    f = JSON.parse(text) as FactsFile;
   } catch {
-    return; // none yet, unreadable
+    return;
   }
-  if (f?.schema !== SCHEMA || f.kerncap !== TOOL_VERSION || !Array.isArray(f.probed) || !f.facts) return;
-  if (!f.probed.every((e) => Array.isArray(e) && typeof e[0] === "string" && identity(e[0]) === e[1])) return;
+  if (f?.schema !== SCHEMA || f.kerncap !== TOOL_VERSION || !Array.isArray(f.probed) || !f.probed.length || !Array.isArray(f.facts?.dirs)) return;
+  if (!f.probed.every((e) => Array.isArray(e) && typeof e[0] === "string" && pathIdentity(e[0]) === e[1])) return;
+  const asked = new Set(f.probed.map(([p]) => p));
+  if (!f.facts.dirs.every((d) => asked.has(d))) return; // facts whose folders were never asked about: not the lookups'
   if (systemHeaderFacts()) return; // this process looked up already: its own facts stand
-  adoptSystemHeaderFacts(
-    f.facts,
-    f.probed.map(([p]) => p),
-  );
+  adoptSystemHeaderFacts(f.facts, f.probed);
   taken = systemHeaderFacts() ? f.probed.length : 0;
 }
 
-/** Keep this process's facts for the next (after a check), when it looked up more than it took; a folder that cannot take them keeps none. */
+/**
+ * Keep this process's facts for the next (after a check), when it looked up more than it took:
+ * each path with its identity as it was asked about or read, and only while every one is still so
+ * (a header changed meanwhile: nothing kept). Written private (0600; a file others could write is
+ * removed first: its mode would be kept); a folder that cannot take it keeps none.
+ */
 export function keepSystemFacts(): void {
   const facts = systemHeaderFacts();
   const probed = systemPathsProbed();
   if (!facts || probed.length <= taken) return;
+  if (!probed.every(([p, id]) => pathIdentity(p) === id)) return;
   const file = factsFile();
   if (!file) return;
-  const doc: FactsFile = { schema: SCHEMA, kerncap: TOOL_VERSION, probed: probed.map((p) => [p, identity(p)]), facts };
+  const doc: FactsFile = { schema: SCHEMA, kerncap: TOOL_VERSION, probed, facts };
   try {
+    const st = lstatSync(file, { throwIfNoEntry: false });
+    if (st && (!st.isFile() || (st.mode & 0o077) !== 0)) rmSync(file, { force: true });
     writeFileAtomic(file, JSON.stringify(doc), { mode: 0o600, sync: false, create: true, what: "the system headers' facts" });
     taken = probed.length;
   } catch {

@@ -17,6 +17,7 @@ import { captureEnrichment, captureOptions, registerFrontend } from "../../../sr
 import { toyFrontend } from "../../frontends/toy/index.ts";
 import { tempDir, writeRawCapture } from "../fixtures.ts";
 import { log } from "../../../src/log.ts";
+import { KerncapError } from "../../../src/errors.ts";
 import { chooseStrategy, readPrunedCheck, Rebuilder, type RebuilderOptions } from "../../../src/rebuild/rebuilder.ts";
 
 let unregister: () => void;
@@ -287,6 +288,23 @@ describe("validate's build strategy by measured cost", () => {
       );
       expect(String(failed), strategy).toContain("the check failed");
       expect(existsSync(started), strategy).toBe(false);
+      // a stop signal during the fast build's compile, the check replacing a source: the interruption, not build.sh's build
+      const stopped: Frontend = {
+        ...deferring(true),
+        fastBuild: {
+          ...fast,
+          async build(_d, _w, o) {
+            o.onCompile?.();
+            throw new KerncapError("E_INTERRUPTED", "interrupted during the rebuild", { exitCode: 130 });
+          },
+        },
+      };
+      const interrupted = await new Rebuilder(dir, m, stopped, { ...opts(16), race: true, strategy }).rebuildOnce().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((interrupted as KerncapError)?.code, strategy).toBe("E_INTERRUPTED");
+      writeFileSync(join(dir, "src", "kernel.txt"), `${m.kernel.name}\n`);
     }
   }, 30_000);
 
