@@ -1,17 +1,21 @@
 /**
  * The toolchain's and system's headers as a CUDA slice's check read them, kept between processes.
- * validate checks, before every build, that a slice stamped with its TU's hash is what kerncap
- * makes from it (./slice.ts refreshSlice); for llm.c's train_gpt2.cu that check took 290–360 ms on
- * an H100 node, 185–237 ms of it reading system headers (1,126 lookups, 8,263 paths asked about):
- * the same headers, read again by every validate. This module keeps what the lookups found
+ * validate checks, at every build, that a slice stamped with its TU's hash is what kerncap makes
+ * from it (./slice.ts refreshSlice); for llm.c's train_gpt2.cu that check took 290–360 ms on an
+ * H100 node, 185–237 ms of it reading system headers (1,126 lookups, 8,263 paths asked about): the
+ * same headers, read again by every validate. This module keeps what the lookups found
  * (./slice-directives.ts SystemHeaderFacts) with the identity (device, inode, size, mtime, ctime)
- * of every path they asked about, there or not, in the user's cache folder (src/cache.ts
+ * of every path they asked about, there or not, as it was when asked (a header read: the file read,
+ * by its descriptor; the nvcc found, a link followed), in the user's cache folder (src/cache.ts
  * preferredCacheDir, used only where privateFolderRisk finds no other user able to write it):
- * `cuda-system-headers-<16 hex>.json`, one per toolchain environment (the digest of the variables
- * that choose the nvcc, the toolkit's folders and the include folders). A process takes the facts
- * only when this kerncap wrote them and every path is as it was (a header installed, removed or
- * changed anywhere it looked: all read again); it writes them back only when it looked up
- * something they did not hold. Any doubt: nothing taken, the headers read as before.
+ * `cuda-system-headers-<16 hex>.json`, 0600, one per toolchain environment (the digest of the
+ * variables that choose the nvcc, the toolkit's folders and the include folders). A process takes
+ * the facts only from a regular file of the user's that no one else may write (never through a
+ * link, never waiting on a FIFO), of this kerncap's version, with every path as it was (a header
+ * installed, removed or changed anywhere it looked, the toolkit behind the nvcc link changed: all
+ * read again); it writes them back only when it looked up something they did not hold, and only
+ * while every path is still as it was asked about (adversary 72: a header upgraded while a watch
+ * ran). Any doubt: nothing taken, the headers read as before.
  */
 import { closeSync, constants, fstatSync, lstatSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
