@@ -3,6 +3,8 @@
  * kerncap's), as ./rebuilder.ts runs it beside a fast build: once its compiler runs, before
  * build.sh starts. Run at most once; its answer (or its error) kept for every later question.
  */
+import { mark } from "../util/marks.ts";
+
 export class DeferredCheck {
   private outcome?: { changed: boolean } | { error: unknown };
 
@@ -14,12 +16,14 @@ export class DeferredCheck {
    * @throws what the check threw, each time asked
    */
   changed(): boolean {
-    if (!this.outcome)
+    if (!this.outcome) {
       try {
         this.outcome = { changed: this.run?.() ?? false };
       } catch (e) {
         this.outcome = { error: e };
       }
+      if (this.run) mark(`the deferred check ended (${"error" in this.outcome ? "failed" : this.outcome.changed ? "a source changed" : "nothing changed"})`);
+    }
     if ("error" in this.outcome) throw this.outcome.error;
     return this.outcome.changed;
   }

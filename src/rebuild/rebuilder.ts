@@ -410,7 +410,7 @@ export class Rebuilder {
     // the deferred check once the fast build's compiler runs (or it ended without one), before build.sh starts
     const checked = Promise.withResolvers<void>();
     const settle = () => (deferred.settle(stopFast, stopFull), checked.resolve());
-    const fastP = fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile: () => (settle(), this.o.onCompile?.()) }, series);
+    const fastP = fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile: () => (this.o.onCompile?.(), settle()) }, series);
     fastP.then(settle, settle);
     // the replay's preparation (onCompile) waits for the fast build's compile step, not build.sh's start: begun beside the
     // fast build's preprocessing and pruning, its FFI calls held this thread while they waited (a fresh validate's
@@ -512,7 +512,7 @@ export class Rebuilder {
     const t0 = performance.now();
     const stopFast = new AbortController();
     // the deferred check once the compiler runs (a source it changed: this build stopped, build.sh's the answer)
-    const onCompile = () => (deferred.settle(stopFast), this.o.onCompile?.());
+    const onCompile = () => (this.o.onCompile?.(), deferred.settle(stopFast));
     let f: FastBuilt | undefined;
     try {
       f = await fast.build(this.dir, work, { ...this.fastOptions(stopFast.signal), onCompile }, series);
