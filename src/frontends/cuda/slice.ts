@@ -390,8 +390,11 @@ export function refreshSlice(dir: string, metaIn: unknown, o: { defer?: boolean 
       if (!problem) return { action: "fresh" };
       // its stamps say kerncap made it from this TU, and it is not what kerncap makes: stamps written over another text,
       // never an edit by hand (that one's body= differs): replaced
-      log.warn(`${problem}: replaced by the slice kerncap makes from src/${meta.tu}`);
-      return remakeSlice(dir, meta, tuText, true);
+      const r = remakeSlice(dir, meta, tuText, true); // said once done (a write that fails replaced nothing: adversary 72)
+      log.warn(
+        `${problem}: replaced by ${r.action === "remade" ? "the slice kerncap makes from" : "a slice not made, so build.sh compiles the whole"} src/${meta.tu}`,
+      );
+      return r;
     };
     return o.defer ? { action: "fresh", later: check } : check();
   }
