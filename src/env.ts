@@ -61,7 +61,8 @@ export const ENV_VARS = {
   KERNCAP_VERBOSE: {
     readers: ["kerncap"],
     setBy: "user",
-    meaning: "debug logs from the start, as `--verbose`: any value but an off word (empty, 0, false, no, off)",
+    meaning:
+      "debug logs from the start, as `--verbose`: any value but an off word (empty, 0, false, no, off); validate's phases among them as `t+N ms: …` (ms since the process started: the compiler's start, the replay's preparation, the build's end …)",
   },
   KERNCAP_NO_ASLR_RETRY: { readers: ["kerncap"], setBy: "user", meaning: "`1`: replay/validate do not retry without ASLR when a captured VA range is taken" },
   KERNCAP_NO_PRELOAD: {
