@@ -82,6 +82,7 @@ function readOwn(file: string): string | undefined {
 export function takeSystemFacts(): void {
   if (taken >= 0) return;
   taken = 0;
+  if (systemHeaderFacts()) return; // this process looked up already: its own facts stand
   const file = factsFile();
   const text = file && readOwn(file);
   if (!text) return;
@@ -95,7 +96,6 @@ export function takeSystemFacts(): void {
   if (!f.probed.every((e) => Array.isArray(e) && typeof e[0] === "string" && pathIdentity(e[0]) === e[1])) return;
   const asked = new Set(f.probed.map(([p]) => p));
   if (!f.facts.dirs.every((d) => asked.has(d))) return; // facts whose folders were never asked about: not the lookups'
-  if (systemHeaderFacts()) return; // this process looked up already: its own facts stand
   adoptSystemHeaderFacts(f.facts, f.probed);
   taken = systemHeaderFacts() ? f.probed.length : 0;
 }
