@@ -6,10 +6,36 @@
  * after a grace period or at a second signal. kerncap itself does not die of the signal: the caller
  * sees `interrupted` and cleans up (its temp folder) before exiting 130 (SIGINT) or 143 (SIGTERM).
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { constants } from "node:os";
 
 export type StopSignal = "SIGINT" | "SIGTERM" | "SIGHUP" | "SIGQUIT";
+
+/**
+ * The signals of `names` that the mask `sigIgn` (the hexadecimal SigIgn field of
+ * /proc/PID/status: bit n-1 set when signal n is ignored) marks ignored.
+ */
+export function ignoredIn(sigIgn: string, names: readonly NodeJS.Signals[]): Set<NodeJS.Signals> {
+  const mask = /^[0-9a-f]{1,16}$/i.test(sigIgn) ? BigInt(`0x${sigIgn}`) : 0n;
+  return new Set(names.filter((n) => (mask >> BigInt((constants.signals[n] ?? 0) - 1)) & 1n));
+}
+
+/**
+ * The stop signals this process was started with ignored (SigIgn of /proc/self/status, read when
+ * this module is first loaded, before kerncap installs any handler): SIGHUP under `nohup`, SIGINT
+ * and SIGQUIT for a command a non-interactive shell started with `&`. kerncap leaves them ignored
+ * (the GNU coding standards' rule for a program that catches signals), so `nohup kerncap run …`
+ * outlives its terminal as `nohup` promises, and its children inherit the ignore. Empty where
+ * /proc is not readable.
+ */
+export const INHERITED_IGNORED: ReadonlySet<NodeJS.Signals> = (() => {
+  try {
+    const m = /^SigIgn:\s*([0-9a-f]+)$/im.exec(readFileSync("/proc/self/status", "utf8"));
+    return ignoredIn(m?.[1] ?? "", ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"]);
+  } catch {
+    return new Set<NodeJS.Signals>();
+  }
+})();
 
 /** Exit code for a command ended by a signal (128 + signal number, the shell's convention). */
 export function signalExitCode(sig: StopSignal | NodeJS.Signals | string): number {
@@ -30,7 +56,8 @@ export function killGroup(pgid: number, sig: NodeJS.Signals): boolean {
 /**
  * kerncap's own SIGINT/SIGTERM while `install`ed: the first one is recorded (`signal`) and
  * passed to `onStop` (set while a child runs), a later one escalates (`onKill`). Without an
- * onStop the signal is only recorded, for the caller to act on at its next step.
+ * onStop the signal is only recorded, for the caller to act on at its next step. A signal the
+ * process was started with ignored (INHERITED_IGNORED: nohup's SIGHUP) gets no handler.
  */
 export class StopSignals {
   signal: StopSignal | null = null;
@@ -43,6 +70,7 @@ export class StopSignals {
   install(): this {
     // SIGHUP (the terminal or ssh session went away) and SIGQUIT end a run as SIGTERM does: the group gets it, the temp goes
     for (const sig of ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const) {
+      if (INHERITED_IGNORED.has(sig)) continue;
       const h = () => {
         if (this.signal) return this.onKill?.();
         this.signal = sig;
