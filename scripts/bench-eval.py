@@ -249,6 +249,15 @@ def busy(path, span):
     return (sum(xs) / len(xs) / 100.0) if xs else None
 
 
+def timing_summary(ts):
+    """Median launch pairs and seconds of timed comparisons (None where a document had none), their total seconds, how many were decided."""
+    ts = [t for t in ts if isinstance(t, dict)]
+    pairs = sorted(t["pairs"] for t in ts if isinstance(t.get("pairs"), (int, float)))
+    secs = sorted(t["seconds"] for t in ts if isinstance(t.get("seconds"), (int, float)))
+    med = lambda x: x[len(x) // 2] if x else None
+    return {"compared": len(ts), "medianPairs": med(pairs), "medianSeconds": med(secs), "seconds": round(sum(secs), 2), "decided": sum(1 for t in ts if t.get("decided"))}
+
+
 def report(work, n, workers):
     out = {"candidates": n, "workers": workers, "batches": {}}
     for fe in [f for f in ("cuda", "llmc", "triton", "triton-configs") if os.path.exists(os.path.join(work, f"{f}-eval.span"))]:
@@ -257,10 +266,14 @@ def report(work, n, workers):
         lines = [json.loads(l) for l in open(os.path.join(work, f"{fe}-eval.json")) if l.strip()]
         doc = lines[-1]
         ev = {c["label"]: c["verdict"] for c in doc.get("candidates", [])}
-        val = {}
+        val, val_compares = {}, []
         for row in open(os.path.join(work, f"{fe}-validate.tsv")):
             label, rc, text = row.rstrip("\n").split("\t", 2)
             val[label] = validate_verdict(int(rc), text)
+            try:
+                val_compares.append(json.loads(text).get("compare"))
+            except (ValueError, AttributeError):
+                pass
         differ = {k: {"eval": ev.get(k), "validate": val[k]} for k in val if ev.get(k) != val[k]}
         # the eval's builds, one per candidate: which build made each module (pruned TU or build.sh) and their seconds; the workers' run seconds
         per = {}
@@ -271,6 +284,8 @@ def report(work, n, workers):
             k = b.get("builder", "none")
             builders[k] = builders.get(k, 0) + 1
         builds = {"builders": builders, "seconds": sum(b.get("seconds") or 0 for b in per.values()), "runSeconds": sum(r.get("runSeconds") or 0 for r in doc.get("records", []))}
+        # the timed comparisons: launch pairs, their seconds and how many were decided, in the eval's records and in the validates' documents
+        timing = {"eval": timing_summary([r.get("timing") for r in doc.get("records", [])]), "validate": timing_summary(val_compares)}
         # the eval's timeline (s from its start): when its records were written (first, median, last), the slowest
         # candidate's (its verdict), and the pruned builds' check as its stderr says it
         ats = []
@@ -299,6 +314,7 @@ def report(work, n, workers):
             "eval": {"seconds": es, "perMinute": len(val) / es * 60, "gpuBusy": busy(os.path.join(work, f"{fe}-eval.util"), (t0, t1)), "exit": int(open(os.path.join(work, f"{fe}-eval.rc")).read()), "summary": doc.get("summary"), "evalSeconds": doc.get("seconds")},
             "validate": {"seconds": vs, "perMinute": len(val) / vs * 60, "gpuBusy": busy(os.path.join(work, f"{fe}-validate.util"), (v0, v1))},
             "builds": builds,
+            "timing": timing,
             "timeline": timeline,
             "speedup": vs / es,
             "equal": len(val) - len(differ),

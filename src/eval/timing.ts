@@ -21,6 +21,9 @@ export function timingOf(c: TimingComparison | null): EvalTiming | null {
     high: c.high,
     verdict: c.verdict,
     decided: c.decided,
+    pairs: c.pairs,
+    detectable: c.detectable,
+    ...(c.seconds !== undefined ? { seconds: Math.round(c.seconds * 1000) / 1000 } : {}),
     text: c.text,
   };
 }

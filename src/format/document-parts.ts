@@ -102,9 +102,9 @@ export const ReplayFields = {
 /** A candidate kernel's time against a baseline's, interleaved on the same memory (src/replay/stats.ts TimingComparison); null when not compared. */
 export const Compare = v.nullable(
   v.object({
-    pairs: U,
-    // the medians, speedup, interval, verdict and text, as eval records them (./eval-record.ts EvalTiming)
+    // the medians, speedup, interval, verdict, seconds and text, as eval records them (./eval-record.ts EvalTiming)
     ...EvalTiming.entries,
+    pairs: U,
     /** The interval lies wholly beyond the margin (a claim) or wholly within it: more launches would not change the verdict. */
     decided: v.boolean(),
     /** The smallest difference claimed (fraction): 0.01, or the kernel's own A/A floor where larger. */

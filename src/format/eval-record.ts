@@ -42,6 +42,12 @@ export const EvalTiming = v.object({
    * interval that straddles the margin): `text` says which. Absent in records written before it.
    */
   decided: v.optional(v.boolean()),
+  /** Launch pairs (rounds) timed: the first batch, then more while the comparison was undecided and its budget lasted. Absent in records written before it. */
+  pairs: v.optional(N),
+  /** The smallest difference (a fraction: 0.01 = 1%) this measurement would have claimed (src/replay/stats.ts TimingComparison.detectable); null with too few launches for an interval. Absent in records written before it. */
+  detectable: v.optional(v.nullable(N)),
+  /** Wall time (s) of the timed rounds in the worker, a part of the record's runSeconds. Absent in records written before it. */
+  seconds: v.optional(N),
   text: v.string(),
 });
 export type EvalTiming = v.InferOutput<typeof EvalTiming>;

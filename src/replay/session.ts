@@ -250,7 +250,7 @@ class Session implements ReplaySession {
         },
         { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
       );
-      compare = out.compare;
+      compare = { ...out.compare, seconds: out.seconds };
       return this.roundTimes;
     });
     if ("error" in a!) throw a.error;

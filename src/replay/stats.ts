@@ -49,6 +49,8 @@ export interface TimingComparison {
   bb: { speedup: number; low: number; high: number } | null;
   /** The smallest difference (a fraction) that this measurement would have claimed: margin + half the interval's width (null: too few launches for an interval). */
   detectable: number | null;
+  /** Wall time (s) of the timed rounds, every batch of adaptiveCompare's (absent where one batch was timed outside it). */
+  seconds?: number;
   /** "1.07× faster (1.05–1.09)", "1.12× slower (1.10–1.15)", "same within 1% (0.996–1.004)", "no difference claimed: …". */
   text: string;
   method: string;
