@@ -89,17 +89,21 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * undefined when none does.
  */
 export function stringWhere(value: unknown, test: (s: string) => boolean, at = ""): string | undefined {
-  if (typeof value === "string") return test(value) ? at : undefined;
-  if (Array.isArray(value)) {
-    for (const [i, x] of value.entries()) {
-      const found = stringWhere(x, test, `${at}[${i}]`);
-      if (found !== undefined) return found;
-    }
-  } else if (value !== null && typeof value === "object") {
-    for (const [k, x] of Object.entries(value)) {
-      const path = at ? `${at}.${k}` : k;
-      const found = stringWhere(k, test, path) ?? stringWhere(x, test, path);
-      if (found !== undefined) return found;
+  // a stack, not recursion: a list nested 200 000 levels deep overflowed the call stack (adversary 73)
+  const stack: [unknown, string][] = [[value, at]];
+  for (let top = stack.pop(); top; top = stack.pop()) {
+    const [x, path] = top;
+    if (typeof x === "string") {
+      if (test(x)) return path;
+    } else if (Array.isArray(x)) {
+      for (let i = x.length - 1; i >= 0; i--) stack.push([x[i], `${path}[${i}]`]);
+    } else if (x !== null && typeof x === "object") {
+      const entries = Object.entries(x);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [k, y] = entries[i]!;
+        const p = path ? `${path}.${k}` : k;
+        stack.push([y, p], [k, p]); // the key first, then its value (popped in that order)
+      }
     }
   }
   return undefined;

@@ -352,6 +352,9 @@ function openResults(o: CheckOptions, dir: string, subjects: Map<string, string>
   refuseSharedResults(dir, o.baseline ? resolve(o.baseline) : undefined);
   const made = !existsSync(dir);
   mkdirSync(dir, { recursive: true, mode: 0o755 }); // no group write whatever the umask: the next run would refuse it
+  // a folder another user made under that name between the check above and mkdir (which takes an
+  // existing folder as made): checked again as it now is (adversary 73)
+  refuseSharedResults(dir, o.baseline ? resolve(o.baseline) : undefined);
   const unlock = lockResultsFolder(dir); // before the results file is moved or read: another run's is not touched
   try {
     return { ...openLocked(o, dir, subjects, made), unlock };

@@ -34,6 +34,7 @@ import { KerncapError } from "../errors.ts";
 import { INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
 import { CheckRecord, recordProblem } from "../format/check-record.ts";
 import { openNoFollow, refuseLink } from "../util/write-file.ts";
+import { notOwnFile } from "../user-group.ts";
 import { keyForReading, keyForWriting, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 
 export const RESULTS_FILE = "results.jsonl";
@@ -175,6 +176,25 @@ export function readResults(path: string): ReadResults {
   return parseResults(path, readInputFile(path, "results file", "E_RESULTS"));
 }
 
+/**
+ * The results file `fd` as opened: a regular file this user owns that no one else may write (the
+ * fd's fstat, src/user-group.ts notOwnFile), else closed and refused. The name was checked before
+ * (refuseSharedRecords, refuseSharedResults), but in a folder others may write a file of theirs
+ * can be linked under that name between that check and the open, and the records appended to it
+ * would be theirs to read (adversary 73).
+ * @returns fd
+ * @throws KerncapError E_UNSAFE_PATH naming the file, its owner or mode
+ */
+function ownedByUser(path: string, fd: number, kind: { what: string }): number {
+  const st = fstatSync(fd);
+  const why = !st.isFile() ? "is not a regular file" : notOwnFile(st, path);
+  if (!why) return fd;
+  closeSync(fd);
+  throw new KerncapError("E_UNSAFE_PATH", `${path} ${why}: ${kind.what} is written only to a file of your own`, {
+    hint: "Nothing was written to it. Give a results file in a folder no one else can write (--jsonl FILE, --results DIR).",
+  });
+}
+
 /** A JSON Lines file of records, open for appending (each fsync'd: a kill loses at most the records in flight), each with its authenticator. */
 export class RecordLog<R extends object> {
   protected constructor(
@@ -201,9 +221,9 @@ export class RecordLog<R extends object> {
   ): { log: RecordLog<R>; kept: R[]; truncated: boolean; earlier: number } {
     const key = keyForWriting();
     // never through a link (a dangling one would create a file wherever it points): src/util/write-file.ts
-    const append = () => openNoFollow(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, kind.what);
+    const append = () => ownedByUser(path, openNoFollow(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, kind.what), kind);
     if ((o.resume || o.previous === undefined) && refuseLink(path, kind.what)) {
-      const fd = openNoFollow(path, constants.O_RDWR, kind.what);
+      const fd = ownedByUser(path, openNoFollow(path, constants.O_RDWR, kind.what), kind);
       let r: { records: R[]; validBytes: number; truncated: boolean };
       try {
         // a FIFO opened for reading and writing never blocks the open, but its read would: a regular file of bounded size only

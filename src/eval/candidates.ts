@@ -30,6 +30,7 @@
  * E_CANDIDATE) is never built: its verdict is error with that code, as for one kerncap could not
  * judge, and no retry changes it.
  */
+import { JSON_MAX_DEPTH, jsonDepth } from "../format/json-position.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import * as v from "valibot";
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -108,6 +109,11 @@ export function listedCandidates(file: string): Candidate[] {
   // a regular file of at most 64 MiB, no link followed, never blocking (adversary 29: a FIFO hung the eval, a link to
   // /dev/zero grew to 10 GB): readInputFile's rules, as for a results file
   const text = readInputFile(file, "--candidate-list file", "E_USAGE");
+  const depth = jsonDepth(text);
+  if (depth > JSON_MAX_DEPTH)
+    throw new KerncapError("E_USAGE", `--candidate-list ${file} nests ${depth} levels deep (a candidate list nests at most 4)`, {
+      hint: 'Give a JSON file {"candidates": [{"label": "v1", "spec": "v1.patch"}, …]}.',
+    });
   try {
     parsed = JSON.parse(text);
   } catch (e) {

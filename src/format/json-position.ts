@@ -147,17 +147,17 @@ export const JSON_MAX_DEPTH = 64;
  * as one, and valibot's number() takes it: a document carrying one was not written by kerncap (adversary round 70: a manifest's `1e999` exported as `Infinity` into C).
  */
 export function nonFinite(x: unknown, at = ""): string | undefined {
-  if (typeof x === "number")
-    return Number.isFinite(x) ? undefined : `${at || "(top level)"} is ${x}: a number kerncap never writes (JSON 1e999 reads as Infinity)`;
-  if (Array.isArray(x)) {
-    for (let i = 0; i < x.length; i++) {
-      const p = nonFinite(x[i], `${at}[${i}]`);
-      if (p) return p;
-    }
-  } else if (x && typeof x === "object") {
-    for (const [k, y] of Object.entries(x)) {
-      const p = nonFinite(y, at ? `${at}.${k}` : k);
-      if (p) return p;
+  // a stack, not recursion: judging settings nested 100 000 levels deep overflowed the call stack (adversary 73)
+  const stack: [unknown, string][] = [[x, at]];
+  for (let top = stack.pop(); top; top = stack.pop()) {
+    const [y, path] = top;
+    if (typeof y === "number") {
+      if (!Number.isFinite(y)) return `${path || "(top level)"} is ${y}: a number kerncap never writes (JSON 1e999 reads as Infinity)`;
+    } else if (Array.isArray(y)) {
+      for (let i = y.length - 1; i >= 0; i--) stack.push([y[i], `${path}[${i}]`]);
+    } else if (y && typeof y === "object") {
+      const entries = Object.entries(y);
+      for (let i = entries.length - 1; i >= 0; i--) stack.push([entries[i]![1], path ? `${path}.${entries[i]![0]}` : entries[i]![0]]);
     }
   }
   return undefined;

@@ -26,7 +26,7 @@ import { elementType, unknownElementType } from "./tolerance.ts";
 // the file's schema (its id, the settings' shape) is src/format/judge-file.ts: `kerncap schema judge-settings` prints it
 export { JUDGE_SCHEMA } from "../format/judge-file.ts";
 import { JUDGE_SCHEMA, JudgeFile, type JudgeSettings } from "../format/judge-file.ts";
-import { nonFinite } from "../format/json-position.ts";
+import { JSON_MAX_DEPTH, jsonDepth, nonFinite } from "../format/json-position.ts";
 export type { JudgeSettings } from "../format/judge-file.ts";
 
 /** The settings as stored and hashed: keys in a fixed order, absent ones left out. */
@@ -80,9 +80,17 @@ function readStored(dir: string): { settings: JudgeSettings; file: string } | un
     throw new KerncapError("E_JUDGE", `${JUDGE_FILE} in ${dir} cannot be read: ${(e as Error).message}`, { hint });
   }
   if (!bytes) return undefined;
+  const text = bytes.toString("utf8");
+  const depth = jsonDepth(text);
+  if (depth > JSON_MAX_DEPTH)
+    throw new KerncapError(
+      "E_JUDGE",
+      `${JUDGE_FILE} in ${dir} nests ${depth} levels deep (the settings kerncap judge writes nest fewer than ${JSON_MAX_DEPTH})`,
+      { hint },
+    );
   let json: unknown;
   try {
-    json = JSON.parse(bytes.toString("utf8"));
+    json = JSON.parse(text);
   } catch (e) {
     throw new KerncapError("E_JUDGE", `${JUDGE_FILE} in ${dir} is not valid JSON: ${(e as Error).message}`, { hint });
   }

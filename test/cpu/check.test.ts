@@ -18,7 +18,8 @@ import { junitXml, xmlEscape } from "../../src/check/junit.ts";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { CheckProgress } from "../../src/check/progress.ts";
 import type { CheckRecord, Outcome } from "../../src/format/check-record.ts";
-import { parseResults, ResultsLog } from "../../src/check/results.ts";
+import { parseResults, RecordLog, ResultsLog } from "../../src/check/results.ts";
+import { EVAL_RECORDS } from "../../src/eval/report.ts";
 import type { CheckSettings } from "../../src/check/runner.ts";
 import { checkCapture } from "../../src/ops/check.ts";
 import { parseShard, shardOf } from "../../src/check/shard.ts";
@@ -460,6 +461,33 @@ describe("JUnit XML", () => {
 });
 
 describe("results file", () => {
+  test("a file under the results file's name that others may write, or (as root) another user owns, is refused at the open: nothing appended (adversary 73: linked in after the name was checked)", () => {
+    const dir = tempDir();
+    const path = join(dir, "res.jsonl");
+    writeFileSync(path, "theirs\n");
+    chmodSync(path, 0o666); // the attacker's own file, hard-linked in under the name
+    for (const o of [{ resume: false }, { resume: true }]) {
+      let e: unknown;
+      try {
+        RecordLog.openKind(path, EVAL_RECORDS, o);
+      } catch (x) {
+        e = x;
+      }
+      expect(e instanceof KerncapError && e.code).toBe("E_UNSAFE_PATH");
+      expect(String((e as Error).message)).toContain("can be written by others");
+    }
+    if (process.geteuid?.() === 0) {
+      chmodSync(path, 0o644);
+      chownSync(path, 65534, 65534);
+      expect(() => RecordLog.openKind(path, EVAL_RECORDS, { resume: false })).toThrow(/belongs to another user/);
+    }
+    expect(readFileSync(path, "utf8")).toBe("theirs\n");
+    // the user's own file, as eval makes it: opened
+    const own = join(dir, "own.jsonl");
+    RecordLog.openKind(own, EVAL_RECORDS, { resume: false }).log.close();
+    expect(existsSync(own)).toBe(true);
+  });
+
   test("a kernel name with C1 controls, bidi overrides and zero-width characters is written escaped (\\uNNNN) and reads back the same, its record's authentication intact (adversary 38: raw in results.jsonl, shown by cat)", () => {
     const dir = tempDir();
     const path = join(dir, "results.jsonl");

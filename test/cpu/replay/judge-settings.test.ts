@@ -35,6 +35,9 @@ describe("a capture's judging settings", () => {
     expect(() => readJudging(e)).toThrow(/symbolic link|link/);
     expect(() => writeJudging(e, { rtol: 1 })).toThrow(/link/);
     expect(() => writeJudging(d, { dtype: "float128" })).toThrow(/not a known element type/);
+    // a received file nested 100 000 levels (200 KB, under the read limit): refused as such, not a stack overflow (adversary 73)
+    writeFileSync(f, `{"rtol":${"[".repeat(100_000)}${"]".repeat(100_000)}}`);
+    expect(() => readJudging(d)).toThrow(/nests 100001 levels deep/);
   });
   test("one run's options over the stored settings: each option given wins, per-region types merged; the settings in effect are named", () => {
     const stored = { rtol: 1e-3, atol: 1e-6, multiset: ["2"], dtypes: { "0": "bf16", "1": "fp16" }, nondeterministic: true };
