@@ -16,7 +16,7 @@ import { folderInCapture } from "../format/paths.ts";
 import { confinementFor, type Confinement } from "../frontends/sandbox.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
-import type { OpenedCapture } from "../format/capture-dir.ts";
+import { verifyFiles, type OpenedCapture } from "../format/capture-dir.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { assertRebuildWritable } from "../frontends/build.ts";
 import { rebuiltRun, type Rebuilt } from "../rebuild/rebuilder.ts";
@@ -133,10 +133,13 @@ export function validateGates(c: OpenedCapture, r: ValidateRequest): void {
  * `kerncap validate DIR`: the gates, then one rebuild and replay (report's exit status: 0 match,
  * 1 mismatch), or the watch (its exit status: 130/143 at a signal); a captured VA range taken by
  * this process's own mappings: the whole command once more without ASLR (src/replay/aslr.ts).
- * @throws what validateGates, validateOnce and the watch throw
+ * @throws what validateGates, validateOnce and the watch throw; E_CHECKSUM (--build-only: a capture file cut or altered, as the replay would find it)
  */
 export async function validate(c: OpenedCapture, r: ValidateRequest, out: ValidateOutput): Promise<number> {
   validateGates(c, r);
+  // no replay opens the capture's files then: checked here, as eval's and check's build-only runs do (nu #1: a cut
+  // module built, exit 0, its captured registers silently missing)
+  if (r.buildOnly) verifyFiles(c.dir, (r.verify ?? true) ? c.manifest : { ...c.manifest, files: [] });
   if (r.watch) {
     checkWatchable(c.dir, c.manifest); // AMD, a faulting launch, no reproducer: refused before any GPU work
     const watchOptions = { run: r.run, verify: r.verify ?? true, force: r.force, quiet: r.quiet, emit: out.emit, fastBuild: !r.fullBuild };

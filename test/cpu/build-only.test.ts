@@ -69,6 +69,21 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     }
   }, 60_000);
 
+  test("a capture file cut short (the captured module): E_CHECKSUM naming it, exit 2, as eval's and check's build-only runs say it; the watch too (nu #1: built, exit 0, the captured registers silently missing)", () => {
+    const { dir, env } = demo();
+    const mod = join(dir, "kernel/module.fatbin");
+    writeFileSync(mod, readFileSync(mod).subarray(0, 100));
+    for (const args of [["validate", dir, "--build-only", "--json"], ["validate", dir, "--watch", "--build-only", "--json"]]) {
+      const r = kerncap(args, env);
+      expect(r.exitCode, args.join(" ")).toBe(2);
+      // validate's kerncap.error/1, or the watch's error event (JSON Lines)
+      const out = r.stdout.toString().trim();
+      const doc = args.includes("--watch") ? JSON.parse(out.split("\n").at(-1)!) : JSON.parse(out).error;
+      expect(doc.code).toBe("E_CHECKSUM");
+      expect(doc.message).toContain("kernel/module.fatbin has 100 bytes");
+    }
+  }, 60_000);
+
   // adversary 35: five at once shared the pruned build's preprocessed TU; one compiler never ended, others found
   // build/kernel.cubin removed or truncated (E_IO, E_ELF). The capture's build lock (src/util/build-lock.ts) takes them in turn.
   test("five validate --build-only at once on one fresh capture: each builds (exit 0, the same registers), none hangs", async () => {
