@@ -53,6 +53,11 @@ export const ERROR_CODES = {
     about: "kerncap was started with stderr closed (`2>&-`): its messages would be lost, so it does nothing.",
     hint: "Send stderr to a file or /dev/null instead (`2>/dev/null`).",
   },
+  E_STDOUT_CLOSED: {
+    exit: 2,
+    about: "kerncap was started with stdout closed (`>&-`): its results and documents would be lost, so it does nothing.",
+    hint: "Send stdout to a file, a pipe or /dev/null instead (`>/dev/null` to discard it).",
+  },
   E_BUSY: {
     exit: 2,
     about:

@@ -7,6 +7,7 @@
 import { defineCommand, runCommand, type ArgsDef, type CommandDef } from "citty";
 import { existsSync, lstatSync, readFileSync, readlinkSync } from "node:fs";
 import { type ErrorCode, isKerncapError, KerncapError, systemError } from "../errors.ts";
+import { preferredCacheDir } from "../cache.ts";
 import { log, setVerbose } from "../log.ts";
 import { endWithParent, PARENT_PID_VAR } from "../process-group.ts";
 import { setAclProbe } from "../user-group.ts";
@@ -294,6 +295,9 @@ export async function runCli(argv: string[]): Promise<number> {
     // parent's result, and a verb's result is its exit code (0 match, 1 mismatch).
     if (!isVerb(verb)) return unknownVerb(verb, helpOf, own, fail);
     if (argv === processArgs) refuseNotUtf8Arguments(); // the bytes given are the process's own
+    // a relative KERNCAP_CACHE is refused by every verb alike, before any work (nu #2: the builds took it, doctor
+    // said they could not); doctor reports it as one of its checks
+    if (verb !== "doctor") preferredCacheDir();
     ownFilesUmask(verb);
     return await runVerb(verb, own, argv, verbose, fail);
   } catch (e) {
@@ -325,7 +329,8 @@ type Fail = (code: ErrorCode, message: string, hint?: string, exitCode?: number,
 function closedStdioExit(wantJson: boolean): number | undefined {
   const closed = closedStdio();
   if (closed === "stdout") {
-    log.error("stdout is closed (`>&-`): kerncap's results and documents would be lost");
+    const code: ErrorCode = "E_STDOUT_CLOSED";
+    log.error(`${code}: stdout is closed (\`>&-\`): kerncap's results and documents would be lost`);
     log.info("Send it to a file, a pipe or /dev/null instead (`>/dev/null` to discard it).");
     return 2;
   }

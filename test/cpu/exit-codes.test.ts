@@ -49,8 +49,23 @@ describe("exit codes when the output fails", () => {
   test("stdout closed (>&-): exit 2, said on stderr; stdout to /dev/null is fine", () => {
     const r = sh(`kerncap --version >&-`);
     expect(r.code, r.err).toBe(2);
-    expect(r.err).toContain("stdout is closed");
+    expect(r.err).toContain("E_STDOUT_CLOSED: stdout is closed"); // its code, as every error's (nu #7)
     expect(sh(`kerncap --version >/dev/null`).code).toBe(0);
+  });
+
+  test("a relative KERNCAP_CACHE: E_CACHE from every verb alike, before any work; doctor says it as one of its checks (nu #2: builds took it, doctor said they could not)", () => {
+    const cap = join(tempDir(), "cap");
+    makeCapture(cap);
+    for (const verb of [`inspect ${cap}`, `validate ${cap} --build-only`, `eval ${cap} ${cap}/src --build-only`, `pack ${cap}`]) {
+      const r = sh(`KERNCAP_CACHE=rel/cache kerncap ${verb} --json`);
+      expect(r.code, verb).toBe(2);
+      // an indented kerncap.error/1, or eval's one line of it (JSON Lines)
+      const lines = r.out.trim().split("\n");
+      const doc = JSON.parse(verb.startsWith("eval") ? lines.at(-1)! : r.out);
+      expect(doc.error.code, verb).toBe("E_CACHE");
+    }
+    const d = sh(`KERNCAP_CACHE=rel/cache kerncap doctor --for build --json`);
+    expect(d.out).toContain("KERNCAP_CACHE must be an absolute path");
   });
 
   test("stderr closed (2>&-): exit 2, said on stdout (as a JSON document under --json)", () => {
