@@ -147,7 +147,7 @@ export const ERROR_CODES = {
   // a capture folder, an archive and the files in them
   E_NOT_CAPTURE: {
     exit: 2,
-    about: "The path given as a capture is not a capture folder (missing, a file, an archive).",
+    about: "The path given as a capture is not a capture folder (missing, a file, an archive), or a folder given to check or clean holds none.",
     hint: "Give the folder that `kerncap run --out DIR` wrote (an archive: `kerncap unpack` it first).",
   },
   E_NESTED_CAPTURE: {

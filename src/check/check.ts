@@ -205,7 +205,7 @@ export function refuseSharedResults(dir: string, baseline?: string): void {
 /**
  * Run a check.
  * @throws KerncapError E_BASELINE (no --baseline file: before anything runs; one that is not a
- *   baseline), E_USAGE (no captures under the paths, two with one identity), E_UNSAFE_PATH
+ *   baseline), E_NOT_CAPTURE (a path that does not exist, no captures under the paths, as clean says it), E_USAGE (two with one identity), E_UNSAFE_PATH
  *   (a results folder, results file or baseline another user could write: refuseSharedResults), E_RESULTS
  *   (a damaged results file on --resume), E_WORKER (every worker died),
  *   E_INTERRUPTED (exit 130/143: what finished is in the results file; --resume continues)
@@ -299,7 +299,7 @@ async function checkRun(o: CheckOptions, run: OpenedRun, mine: CaptureRef[], dir
 
 /**
  * The captures under `o.paths` (those passed over said), and of them this shard's (--shard K/N).
- * @throws KerncapError E_USAGE (no captures under the paths, two with one identity)
+ * @throws KerncapError E_NOT_CAPTURE (no captures under the paths), E_USAGE (two with one identity)
  */
 async function capturesOfShard(o: CheckOptions): Promise<{ mine: CaptureRef[]; corpus: CaptureRef[] }> {
   const found = await discoverCaptures(o.paths);
@@ -311,7 +311,7 @@ async function capturesOfShard(o: CheckOptions): Promise<{ mine: CaptureRef[]; c
     else log.info(`passed over ${where}: ${why}`);
   }
   if (!found.captures.length)
-    throw new KerncapError("E_USAGE", `no captures under ${o.paths.join(", ")}`, {
+    throw new KerncapError("E_NOT_CAPTURE", `no captures under ${o.paths.join(", ")}`, {
       hint: "Give capture folders (kerncap.json inside), archives from `kerncap pack`, or folders holding them.",
     });
   const mine = o.shard ? found.captures.filter((c) => shardOf(c.id, o.shard!.count) === o.shard!.index) : found.captures;

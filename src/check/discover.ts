@@ -136,7 +136,7 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
     const root = resolve(r);
     const name = basename(root);
     if (!existsSync(root))
-      throw new KerncapError("E_USAGE", `no such folder or archive: ${root}`, {
+      throw new KerncapError("E_NOT_CAPTURE", `no such folder or archive: ${root}`, {
         hint: `Give capture folders, archives from \`kerncap pack\`, or folders holding them.${didYouMean(r)}`,
       });
     const st = statSync(root);
@@ -145,7 +145,7 @@ export async function discoverCaptures(roots: string[]): Promise<Discovery> {
     if (st.isDirectory()) await walk(root, name);
     else if (st.isFile() && ((await isPackArchive(root)) || beginsAsPackArchive(root))) captures.push({ id: idName(name), path: root, kind: "archive" });
     else
-      throw new KerncapError("E_USAGE", `${root} is neither a folder nor an archive written by \`kerncap pack\``, {
+      throw new KerncapError("E_NOT_CAPTURE", `${root} is neither a folder nor an archive written by \`kerncap pack\``, {
         hint: "Give capture folders, archives from `kerncap pack`, or folders holding them.",
       });
   }

@@ -135,7 +135,7 @@ describe("discovery", () => {
     expect(p.exitCode).toBe(2);
     expect(JSON.parse(p.stdout.toString()).captures[0]).toMatchObject({ id: "only/cut", status: "error", code: "E_ARCHIVE" });
   });
-  test("a capture folder or an archive given itself; two captures of one identity refused; a missing root is a usage error", async () => {
+  test("a capture folder or an archive given itself; two captures of one identity refused; a missing root or a stray file is E_NOT_CAPTURE", async () => {
     const root = await corpus();
     const d = await discoverCaptures([join(root, "a/one"), join(root, "b.zip")]);
     expect(d.captures.map((c) => c.id)).toEqual(["b", "one"]);
@@ -145,8 +145,9 @@ describe("discovery", () => {
     expect(e).toBeInstanceOf(KerncapError);
     expect(e.message).toContain("have one identity, one");
     const gone = await discoverCaptures([join(root, "nope")]).catch((x) => x);
-    expect(gone.code).toBe("E_USAGE");
+    expect(gone.code).toBe("E_NOT_CAPTURE"); // as every verb says a path that is no capture (nu #4)
     const junk = await discoverCaptures([join(root, "notes.txt")]).catch((x) => x);
+    expect(junk.code).toBe("E_NOT_CAPTURE");
     expect(junk.message).toContain("neither a folder nor an archive");
   });
 });
@@ -752,12 +753,12 @@ describe("a check with fake workers", () => {
   test("nothing checked, nothing left: no capture found, a shard that holds none, an interruption before the first record", async () => {
     const root = await corpus();
     const cwd = tempDir();
-    // no capture at all (an empty folder, a missing path): a usage error, and no results folder
+    // no capture at all (an empty folder, a missing path): E_NOT_CAPTURE, as clean says it, and no results folder
     const empty = tempDir();
     mkdirSync(join(empty, "deeper"));
     for (const paths of [[empty], [join(root, "missing")], [join(root, "notes.txt")], [empty, join(root, "missing")]]) {
       const e = await runCheck(options(paths, join(cwd, "res"), fakeWorkers((t) => outcome(t)).open)).catch((x) => x);
-      expect(e.code, paths[0]).toBe("E_USAGE");
+      expect(e.code, paths[0]).toBe("E_NOT_CAPTURE");
       expect(existsSync(join(cwd, "res")), paths[0]).toBe(false);
     }
     const p = Bun.spawnSync([process.execPath, MAIN, "check", empty], { cwd, stdout: "pipe", stderr: "pipe" });

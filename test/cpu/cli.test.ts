@@ -212,7 +212,7 @@ const table: Record<keyof typeof commands, () => void> = {
     test("a folder without captures, and --merge of a results file damaged mid-way: usage/results errors naming them (the rest: test/cpu/check.test.ts)", async () => {
       const empty = tempDir();
       const e = await failure("check", [empty]);
-      expect(e.code).toBe("E_USAGE");
+      expect(e.code).toBe("E_NOT_CAPTURE"); // as clean says it of a folder holding none (nu #4)
       expect(e.message).toContain(`no captures under ${empty}`);
       const bad = join(tempDir(), "results.jsonl");
       writeFileSync(bad, "{ not json\n{}\n");
