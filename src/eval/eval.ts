@@ -97,6 +97,8 @@ export interface EvalOptions {
   live: boolean;
   /** false: no progress line for a candidate's build record (compile-error, built …), which the caller says itself (kerncap tune's lines of each config's build). */
   buildLines?: boolean;
+  /** The verb that runs this eval, as errors name it (default eval; kerncap tune). */
+  verb?: string;
   /** How an interruption is said by the verb that runs this eval (kerncap tune: its configs, no --resume): what was done ("configs judged") and the hint; default eval's own. */
   interrupted?: { done: string; hint: string };
   /** How GPU workers are started (src/check/pool.ts workerCommand of `kerncap eval --worker`; the CPU tests give their own). */
@@ -162,7 +164,7 @@ export function evalWorkers(settings: EvalSettings, verbose: boolean, clean: (li
 export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Manifest) => CopyGate | void): Promise<EvalReport> {
   const t0 = performance.now();
   const inputs = resolveInputs(o.dirs);
-  verifyInputs(inputs, o.settings.verify);
+  verifyInputs(inputs, o.settings.verify, o.verb ?? "eval");
   const home = inputs[0]!;
   // the reproducer every candidate's copy is made from: a link, FIFO or device under its src/ refused as validate refuses
   // it, before any build (a copy leaves links out: the candidates would build without what the link named; adversary 38)

@@ -124,17 +124,21 @@ function distinctInputNames(inputs: EvalInput[]): EvalInput[] {
  * images' sizes), once, before any build: a damaged input is said naming it (nu7 #12: every
  * candidate was built first, each record then E_CHECKSUM, with a --resume that cannot help). The
  * memory chunks' checksums are checked as the workers restore them.
+ * `verb`: the command that judges them (eval; kerncap tune, whose one input is its capture), as said.
  * @throws KerncapError E_CHECKSUM naming the input and the file, E_UNSAFE_PATH
  */
-export function verifyInputs(inputs: EvalInput[], verify: boolean): void {
+export function verifyInputs(inputs: EvalInput[], verify: boolean, verb = "eval"): void {
   for (const i of inputs) {
     const m = i.manifest;
     try {
       verifyFiles(i.dir, checksumsChecked(i.dir, m, verify, i.id) ? m : { ...m, files: [] });
     } catch (e) {
       if (!isKerncapError(e) || e.code !== "E_CHECKSUM") throw e;
+      // kerncap tune's one input is the capture itself: no input to leave out, no candidates but its configs (nu #8)
+      if (inputs.length === 1 && verb !== "eval")
+        throw new KerncapError("E_CHECKSUM", `${i.dir} is damaged: ${e.message}; nothing was built`, { hint: e.hint ?? "Capture again." });
       throw new KerncapError("E_CHECKSUM", `input ${i.id} (${i.dir}) is damaged: ${e.message}; no candidate was built`, {
-        hint: `${e.hint ?? "Capture again."} Or leave this input out of the eval; a rerun as it is fails alike.`,
+        hint: `${e.hint ?? "Capture again."} Or leave this input out of the ${verb}; a rerun as it is fails alike.`,
       });
     }
   }

@@ -165,6 +165,7 @@ export async function evaluateTune<C>(dir: string, list: TuneCandidate<C>[], o: 
       live: false,
       buildLines: false, // each config's build is said by its frontend's tune (its line as the build ends)
       // said in tune's words: its configs, and no --jsonl or --resume (tune has neither: an interrupted tune is run again)
+      verb: "tune",
       interrupted: { done: "configs judged", hint: "Nothing was kept: run the same kerncap tune again (or with fewer configs)." },
       open: evalWorkers(settings, log.level >= 4, (l) => escapeForTerminal(l, { oneLine: true })),
       ...o.fakes,

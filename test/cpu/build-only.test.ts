@@ -82,6 +82,12 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
       expect(doc.code).toBe("E_CHECKSUM");
       expect(doc.message).toContain("kernel/module.fatbin has 100 bytes");
     }
+    // tune's one input is the capture: said so, not as an eval's input to leave out (nu #8)
+    const t = kerncap(["tune", dir, "--maxrregcount", "32", "--build-only", "--json"], env);
+    expect(t.exitCode).toBe(2);
+    const e = JSON.parse(t.stdout.toString()).error;
+    expect([e.code, e.message.includes("eval"), e.hint.includes("eval")]).toEqual(["E_CHECKSUM", false, false]);
+    expect(e.message).toContain("is damaged: kernel/module.fatbin has 100 bytes");
   }, 60_000);
 
   // adversary 35: five at once shared the pruned build's preprocessed TU; one compiler never ended, others found
