@@ -89,7 +89,7 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
     sayWhatForceLoses(out);
   }
   assertOutputPath(out, "demo capture");
-  assertNotNested(out);
+  assertNotNested(out, { output: true });
   // made 0700 and held open: every file goes in through its fd, never by a name another user may swap (src/util/write-file.ts)
   const t = makePrivateTemp(tempFor(out));
   const tmp = t.at;

@@ -281,7 +281,7 @@ function checkCaptureRequest(req: CaptureRequest): { pattern: string; ere: Posix
   const out = resolve(req.out);
   if (existsSync(out)) assertReplaceable(out, req.force);
   assertOutputPath(out, "capture folder");
-  assertNotNested(out); // a capture written inside another one would be its content, never a capture of its own
+  assertNotNested(out, { output: true }); // a capture written inside another one would be its content, never a capture of its own
   // the capture library (another process) writes the temp folder by its name: in a folder that others can
   // write and that is not sticky, another user could swap it for a folder of links (src/cache.ts sharedParentRisk)
   const shared = sharedParentRisk(out);

@@ -134,18 +134,24 @@ export function outerCapture(dir: string): string | undefined {
  * it of the folder they are about to write.
  * @throws KerncapError E_NESTED_CAPTURE naming the outer capture
  */
-export function assertNotNested(dir: string): void {
+export function assertNotNested(dir: string, o: { output?: boolean } = {}): void {
   const outer = outerCapture(dir);
-  if (outer) throw nestedCaptureError(dir, outer);
+  if (outer) throw nestedCaptureError(dir, outer, o);
 }
 
-/** The E_NESTED_CAPTURE of `dir` inside the capture `outer` (assertNotNested; kerncap mcp's roots check, src/mcp/roots.ts). */
-export function nestedCaptureError(dir: string, outer: string): KerncapError {
+/**
+ * The E_NESTED_CAPTURE of `dir` inside the capture `outer` (assertNotNested; kerncap mcp's roots
+ * check, src/mcp/roots.ts). `output`: `dir` is where a new capture would be written (run --out,
+ * demo, unpack -o), so the hint names only a folder outside (the capture itself would be overwritten).
+ */
+export function nestedCaptureError(dir: string, outer: string, o: { output?: boolean } = {}): KerncapError {
   return new KerncapError(
     "E_NESTED_CAPTURE",
     `${dir} lies inside the capture ${outer}: a folder inside a capture is that capture's content (its sources, its build outputs), never a capture of its own`,
     {
-      hint: `Give the capture folder itself (${shellPath(outer)}), or a folder outside every capture.`,
+      hint: o.output
+        ? `Write it to a folder outside every capture (beside ${shellPath(outer)}, not inside it).`
+        : `Give the capture folder itself (${shellPath(outer)}), or a folder outside every capture.`,
     },
   );
 }

@@ -379,7 +379,7 @@ async function unpack(archiveArg: string, outArg: string | undefined, opts: Unpa
     // a copy beside the original needs another name: the hint says that first (--force replaces the original, its edits with it)
     if (existed) assertReplaceable(dest, Boolean(opts.force), undefined, keepBesideHint(dest, archiveArg, outArg ?? idx.root));
     assertOutputPath(dest, "capture folder");
-    assertNotNested(dest); // unpacked inside a capture it would be that capture's content, never a capture
+    assertNotNested(dest, { output: true }); // unpacked inside a capture it would be that capture's content, never a capture
     // every check that needs no writing comes first: a refused archive leaves nothing behind
     const plan = await planUnpack(archive, fd, idx, entries, dest);
     const data = dataExtentsOfFd(fd);

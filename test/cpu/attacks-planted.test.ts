@@ -10,7 +10,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { discoverCaptures } from "../../src/check/discover.ts";
-import { assertReplaceable, replaceableKind } from "../../src/format/capture-dir.ts";
+import { assertNotNested, assertReplaceable, replaceableKind } from "../../src/format/capture-dir.ts";
 import { refuseNotUtf8Arguments } from "../../src/cli/args.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { makeCapture, tempDir } from "./fixtures.ts";
@@ -90,4 +90,24 @@ test("check of a folder inside a capture (cap/src) is E_NESTED_CAPTURE naming th
   }
   expect((err as KerncapError).code).toBe("E_NESTED_CAPTURE");
   expect((err as KerncapError).message).toContain(`lies inside the capture`);
+  expect((err as KerncapError).hint).toContain("Give the capture folder itself");
+});
+
+test("a new capture's folder inside a capture (demo, unpack -o, run --out): the hint names only a folder outside, never the capture itself, which would be overwritten (nu #9)", async () => {
+  const d = tempDir();
+  const cap = join(d, "cap");
+  await makeCapture(cap);
+  const e = (() => {
+    try {
+      assertNotNested(join(cap, "newdemo"), { output: true });
+    } catch (x) {
+      return x as KerncapError;
+    }
+  })();
+  expect(e?.code).toBe("E_NESTED_CAPTURE");
+  expect(e?.hint).toContain("outside every capture");
+  expect(e?.hint).not.toContain("Give the capture folder itself");
+  const demo = Bun.spawnSync([process.execPath, resolve(import.meta.dir, "../../src/cli/main.ts"), "demo", join(cap, "newdemo")], { stderr: "pipe" });
+  expect(demo.exitCode).toBe(2);
+  expect(demo.stderr.toString()).toContain("Write it to a folder outside every capture");
 });
