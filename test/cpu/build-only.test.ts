@@ -73,7 +73,10 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
     const { dir, env } = demo();
     const mod = join(dir, "kernel/module.fatbin");
     writeFileSync(mod, readFileSync(mod).subarray(0, 100));
-    for (const args of [["validate", dir, "--build-only", "--json"], ["validate", dir, "--watch", "--build-only", "--json"]]) {
+    for (const args of [
+      ["validate", dir, "--build-only", "--json"],
+      ["validate", dir, "--watch", "--build-only", "--json"],
+    ]) {
       const r = kerncap(args, env);
       expect(r.exitCode, args.join(" ")).toBe(2);
       // validate's kerncap.error/1, or the watch's error event (JSON Lines)

@@ -49,14 +49,17 @@ test("docs/*.md name every verb's every option (--NAME, --no-NAME or --[no-]NAME
   const common = new Set(["json", "verbose", "verify"]); // every verb's, or replay's default, said once above the table
   for (const [verb, load] of Object.entries(commands)) {
     const cmd = await (load as () => Promise<{ args?: unknown }>)();
-    const args = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) as Record<string, { type?: string; alias?: string | string[] }> | undefined;
+    const args = (typeof cmd.args === "function" ? await cmd.args() : await cmd.args) as
+      | Record<string, { type?: string; alias?: string | string[] }>
+      | undefined;
     for (const [name, a] of Object.entries(args ?? {})) {
       if (a.type === "positional" || name === "worker") continue; // check's and eval's protocol option
       const bare = name.replace(/^no-/, "");
       const said = (text: string, w: string) => new RegExp(`${w.replace(/[[\]]/g, "\\$&")}\\b`).test(text);
       if (![`--${name}`, `--no-${bare}`, `--[no-]${bare}`].some((w) => said(docs, w))) missing.push(`${verb} --${name}`);
       const aliases = [a.alias ?? []].flat().map((x) => (x.length === 1 ? `-${x}` : `--${x}`));
-      if (!common.has(name) && ![`--${name}`, `--[no-]${bare}`, `--${bare}`, ...aliases].some((w) => said(row(verb) ?? "", w))) notInRow.push(`${verb} --${name}`);
+      if (!common.has(name) && ![`--${name}`, `--[no-]${bare}`, `--${bare}`, ...aliases].some((w) => said(row(verb) ?? "", w)))
+        notInRow.push(`${verb} --${name}`);
     }
   }
   expect(missing).toEqual([]);

@@ -42,6 +42,17 @@ test("an MCP tool's output schema carries the same descriptions (what an agent r
   expect(out.anyOf[1].properties.error).toBeDefined();
 });
 
+test("an MCP tool's output schema stops below its top-level fields (the full schema: kerncap schema NAME); the error document keeps its code's enum (nu #12: tools/list was 139 KB)", () => {
+  const inspect = outputSchema("inspect") as any;
+  const manifest = inspect.anyOf[0].properties.manifest;
+  expect(manifest.properties).toBeUndefined();
+  expect(manifest.description).toContain("kerncap schema inspect");
+  expect(JSON.stringify(inspect).length).toBeLessThan(6000); // was 21 KB: the whole manifest's schema
+  const err = inspect.anyOf[1].properties.error.properties;
+  expect(new Set(err.code.enum)).toEqual(new Set(Object.keys(ERROR_CODES)));
+  expect(err.hint.description).toBeDefined();
+});
+
 test("kerncap.error/1's code is the enum of the stable codes, and details names what the codes carry (nu12 #16)", () => {
   const err = (jsonSchemaOf("error") as any).properties.error.properties;
   expect(err.code.enum).toContain("E_BUILD");
