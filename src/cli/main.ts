@@ -101,7 +101,8 @@ export async function checkArgs(verb: Verb, cmd: CommandDef<any>, args: string[]
         if (v === undefined || v.startsWith("--")) {
           const long = a.startsWith("--");
           // the option's own placeholder and help (mcp --print-config's names the clients)
-          const V = typeof d.valueHint === "string" ? d.valueHint : "VALUE";
+          // (else the option's name, as --help shows it: -o OUT, not -o VALUE; a new user's finding)
+          const V = typeof d.valueHint === "string" ? d.valueHint : (opt ?? "value").toUpperCase().replace(/-/g, "_");
           throw new KerncapError("E_USAGE", `${a} needs a value${d.description ? ` (${V}: ${d.description})` : ""}`, {
             hint: `For example ${long ? `${a} ${V} or ${a}=${V}` : `${a} ${V}`}; run \`kerncap ${verb} --help\`.`,
           });

@@ -1177,8 +1177,10 @@ describe("command line (runCli: the one error path)", () => {
     expect(existsSync(out)).toBe(true);
     const { shortEquals } = await import("../../src/cli/main.ts");
     expect(shortEquals(["-k=foo", "-o", "x", "--out=y", "-=z", "--k=w"])).toEqual(["-k", "foo", "-o", "x", "--out=y", "-=z", "--k=w"]);
-    expect(JSON.parse((await cli(["pack", dir, "-o", "--json"])).out).error.hint).toMatch(/^For example -o VALUE;/);
-    expect(JSON.parse((await cli(["pack", dir, "--out", "--json"])).out).error.hint).toMatch(/^For example --out VALUE or --out=VALUE;/);
+    expect(JSON.parse((await cli(["pack", dir, "-o", "--json"])).out).error.hint).toMatch(/^For example -o FILE;/);
+    expect(JSON.parse((await cli(["pack", dir, "--out", "--json"])).out).error.hint).toMatch(/^For example --out FILE or --out=FILE;/);
+    // an option without a placeholder of its own: its name, as --help shows it (never VALUE)
+    expect(JSON.parse((await cli(["replay", dir, "--iters", "--json"])).out).error.hint).toMatch(/^For example --iters ITERS or --iters=ITERS;/);
   });
   test("one dash takes one letter (-out, -force refused with the long spelling); a switch takes only =true/=false; options before the verb", async () => {
     const dir = await fresh();

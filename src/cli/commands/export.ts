@@ -21,6 +21,7 @@ export default defineCommand({
       type: "string",
       alias: "o",
       description: "Folder to write: a new or empty one (--force replaces a previous export, never another folder); required",
+      valueHint: "DIR",
     },
     force: {
       type: "boolean",

@@ -21,7 +21,7 @@ export default defineCommand({
   meta: { name: "pack", description: "Write a capture folder into one .zip to share (memory images stored, holes kept, text deflated)" },
   args: {
     ...dirArg,
-    out: { type: "string", alias: "o", description: "Archive to write (default: DIR.zip next to the folder)" },
+    out: { type: "string", alias: "o", description: "Archive to write (default: DIR.zip next to the folder)", valueHint: "FILE" },
     force: { type: "boolean", alias: ["f"], description: "Replace an existing archive that kerncap pack wrote (never another file)", default: false },
     name: {
       type: "string",

@@ -53,7 +53,7 @@ export default defineCommand({
       description: "Multi-process jobs: capture only in the process of this rank (first of RANK, LOCAL_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)",
     },
     process: { type: "string", description: "Multi-process jobs: capture only in the Nth process (0-based) that initializes CUDA" },
-    out: { type: "string", alias: ["o"], description: "Capture folder to write (Default: kerncap-capture)" },
+    out: { type: "string", alias: ["o"], description: "Capture folder to write (Default: kerncap-capture)", valueHint: "DIR" },
     force: { type: "boolean", alias: ["f"], description: "Replace a previous capture at --out (never any other folder)", default: false },
     "exit-after-capture": { type: "boolean", description: "End the application right after the capture", default: false },
     ...nvtxArgs,

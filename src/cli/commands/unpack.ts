@@ -15,7 +15,7 @@ export default defineCommand({
   meta: { name: "unpack", description: "Unpack a capture archive (from `kerncap pack`) into a capture folder and check it" },
   args: {
     file: { type: "positional", description: "Archive written by `kerncap pack`", required: true },
-    out: { type: "string", alias: "o", description: "Capture folder to write (default: the packed folder's name, in the current folder)" },
+    out: { type: "string", alias: "o", description: "Capture folder to write (default: the packed folder's name, in the current folder)", valueHint: "DIR" },
     force: {
       type: "boolean",
       alias: ["f"],
