@@ -22,11 +22,11 @@ export function ignoredIn(sigIgn: string, names: readonly NodeJS.Signals[]): Set
 
 /**
  * The stop signals this process was started with ignored (SigIgn of /proc/self/status, read when
- * this module is first loaded, before kerncap installs any handler): SIGHUP under `nohup`, SIGINT
- * and SIGQUIT for a command a non-interactive shell started with `&`. kerncap leaves them ignored
- * (the GNU coding standards' rule for a program that catches signals), so `nohup kerncap run …`
- * outlives its terminal as `nohup` promises, and its children inherit the ignore. Empty where
- * /proc is not readable.
+ * this module is first loaded, before kerncap installs any handler): SIGHUP under `nohup`; SIGINT
+ * and SIGQUIT for a command a non-interactive shell started with `&`. kerncap leaves SIGHUP ignored
+ * (StopSignals), so `nohup kerncap run …` outlives its terminal as `nohup` promises and its
+ * children inherit the ignore; an ignored SIGINT is still a stop (a script's `kill -INT` of its
+ * background kerncap ends it, as the CPU tests' own interruptions do). Empty where /proc is not readable.
  */
 export const INHERITED_IGNORED: ReadonlySet<NodeJS.Signals> = (() => {
   try {
@@ -56,8 +56,8 @@ export function killGroup(pgid: number, sig: NodeJS.Signals): boolean {
 /**
  * kerncap's own SIGINT/SIGTERM while `install`ed: the first one is recorded (`signal`) and
  * passed to `onStop` (set while a child runs), a later one escalates (`onKill`). Without an
- * onStop the signal is only recorded, for the caller to act on at its next step. A signal the
- * process was started with ignored (INHERITED_IGNORED: nohup's SIGHUP) gets no handler.
+ * onStop the signal is only recorded, for the caller to act on at its next step. A SIGHUP the
+ * process was started with ignored (INHERITED_IGNORED: nohup's) gets no handler.
  */
 export class StopSignals {
   signal: StopSignal | null = null;
@@ -70,7 +70,7 @@ export class StopSignals {
   install(): this {
     // SIGHUP (the terminal or ssh session went away) and SIGQUIT end a run as SIGTERM does: the group gets it, the temp goes
     for (const sig of ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const) {
-      if (INHERITED_IGNORED.has(sig)) continue;
+      if (sig === "SIGHUP" && INHERITED_IGNORED.has(sig)) continue;
       const h = () => {
         if (this.signal) return this.onKill?.();
         this.signal = sig;

@@ -183,11 +183,17 @@ export function readResults(path: string): ReadResults {
  * can be linked under that name between that check and the open, and the records appended to it
  * would be theirs to read (adversary 73).
  * @returns fd
- * @throws KerncapError E_UNSAFE_PATH naming the file, its owner or mode
+ * @throws KerncapError E_RESULTS (not a regular file: a FIFO, a device), E_UNSAFE_PATH naming the file, its owner or mode
  */
 function ownedByUser(path: string, fd: number, kind: { what: string }): number {
   const st = fstatSync(fd);
-  const why = !st.isFile() ? "is not a regular file" : notOwnFile(st, path);
+  if (!st.isFile()) {
+    closeSync(fd);
+    throw new KerncapError("E_RESULTS", `${path} is not a regular file, as ${kind.what} is`, {
+      hint: "Nothing was written to it. Give a results file (a regular file), or a new name.",
+    });
+  }
+  const why = notOwnFile(st, path);
   if (!why) return fd;
   closeSync(fd);
   throw new KerncapError("E_UNSAFE_PATH", `${path} ${why}: ${kind.what} is written only to a file of your own`, {

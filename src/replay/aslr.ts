@@ -11,7 +11,6 @@
 import { arch } from "node:os";
 import { aslrRetryChildEnv, aslrRetryDisabled, isAslrRetryChild, whichAbsolute } from "../env.ts";
 import { isKerncapError } from "../errors.ts";
-import { INHERITED_IGNORED } from "../process-group.ts";
 import { log } from "../log.ts";
 import { selfEnv, thisCommandAgain } from "../util/self-exec.ts";
 
@@ -44,7 +43,7 @@ export async function withAslrRetry(body: () => Promise<number>, stdout: number 
     // Ctrl-C/SIGTERM sent to this process alone (validate --watch stopped by its parent) reach the
     // command that does the work; its exit code (130, 143) is ours
     const forward = (sig: NodeJS.Signals) => () => p.kill(sig);
-    const handlers = (["SIGINT", "SIGTERM"] as const).filter((sig) => !INHERITED_IGNORED.has(sig)).map((sig) => [sig, forward(sig)] as const);
+    const handlers = (["SIGINT", "SIGTERM"] as const).map((sig) => [sig, forward(sig)] as const);
     for (const [sig, h] of handlers) process.on(sig, h);
     try {
       return await p.exited;

@@ -1,8 +1,9 @@
 /**
- * A stop signal the process was started with ignored stays ignored (src/process-group.ts
+ * A SIGHUP the process was started with ignored stays ignored (src/process-group.ts
  * INHERITED_IGNORED): `nohup kerncap run …` outlives its terminal's SIGHUP as nohup promises,
- * where kerncap's handler had turned the hangup into a stop (exit 129). The child is
- * test/fixtures/stop-signals-child.ts, started by the real `nohup` and without it.
+ * where kerncap's handler had turned the hangup into a stop (exit 129). An ignored SIGINT is still
+ * a stop (a script's kill -INT of its background kerncap). The child is
+ * test/fixtures/stop-signals-child.ts, started by the real `nohup`, a shell that ignores SIGINT, and neither.
  */
 import { expect, test } from "bun:test";
 import { join } from "node:path";
@@ -46,4 +47,6 @@ test("under nohup a SIGHUP is left ignored (no stop recorded); without nohup it 
   expect(nohup).toEqual({ seen: "none", code: 0 });
   // SIGTERM was not ignored at the start: still a stop under nohup
   expect(await stopSeen(["nohup"], "SIGTERM")).toEqual({ seen: "SIGTERM", code: 0 });
+  // SIGINT ignored by the shell that started it (a background job's): still a stop
+  expect(await stopSeen(["bash", "-c", `trap '' INT; exec "$@"`, "sh"], "SIGINT")).toEqual({ seen: "SIGINT", code: 0 });
 }, 20_000);

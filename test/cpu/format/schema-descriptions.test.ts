@@ -7,7 +7,7 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { jsonSchemaOf } from "../../../src/format/documents.ts";
-import { outputSchema } from "../../../src/mcp/tools.ts";
+import { outputSchema } from "../../../src/mcp/output-schema.ts";
 import { ERROR_CODES } from "../../../src/error-codes.ts";
 
 const ROOT = join(import.meta.dir, "../../..");
