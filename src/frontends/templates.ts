@@ -57,12 +57,20 @@ const line = (s: string): string => escapeForTerminal(s, { oneLine: true });
  * - heredocYaml A: the inside of a YAML double-quoted scalar within an unquoted bash heredoc
  *   (JSON string escapes, then $ ` \ escaped for the heredoc): one line, whatever it holds.
  * - mdCode A B…: a Markdown code span, fenced with more backticks than the text holds.
+ * - mdCodeCell A B…: mdCode in a table row (its `|` escaped, as GFM reads a cell).
  * - mdText A B…: Markdown text: one line, the punctuation that Markdown reads backslash-escaped (no code, link, emphasis, table cell end, HTML; no heading or list at the line's start).
  * - mdBlock A B…: text in a fenced code block: one line (a fence cannot close mid-line).
  * - pyStr A B…: a Python string literal (double-quoted, every non-printable or non-ASCII character escaped).
  * - cStr A B…: a C string literal (", \, ? and every byte outside printable ASCII as an octal escape).
  * - cComment A B…: text in a C block comment: one line, its star-slash broken.
  */
+/** A Markdown code span of `text` (one line), fenced with more backticks than it holds. */
+function codeSpan(text: string): string {
+  const fence = "`".repeat(Math.max(0, ...[...text.matchAll(/`+/g)].map((m) => m[0].length)) + 1);
+  const pad = text.startsWith("`") || text.endsWith("`") ? " " : "";
+  return `${fence}${pad}${text}${pad}${fence}`;
+}
+
 export const TEMPLATE_ESCAPES: Record<string, (s: string) => string> = {
   shq: (s) => shellQuote(s),
   shComment: (s) => line(s),
@@ -72,16 +80,14 @@ export const TEMPLATE_ESCAPES: Record<string, (s: string) => string> = {
       .slice(1, -1)
       .replace(/[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
       .replace(/([$`\\])/g, "\\$1"),
-  mdCode: (s) => {
-    const text = line(s);
-    const fence = "`".repeat(Math.max(0, ...[...text.matchAll(/`+/g)].map((m) => m[0].length)) + 1);
-    const pad = text.startsWith("`") || text.endsWith("`") ? " " : "";
-    return `${fence}${pad}${text}${pad}${fence}`;
-  },
+  mdCode: (s) => codeSpan(line(s)),
+  // in a table row: GFM splits the row at each `|` before it reads code spans, so a `|` in the text is written `\|`
+  // (GFM shows it as `|`); unescaped, a crafted compile flag ended the cell and the rest was read as links and HTML (adversary 74)
+  mdCodeCell: (s) => codeSpan(line(s).replace(/\|/g, "\\|")),
   // only what makes Markdown inline (code, emphasis, links, HTML, a table cell's end) or, at the line's start, a heading or list: `source-root` stays as written
   mdText: (s) =>
     line(s)
-      .replace(/([\\`*_{}\[\]#|<>~])/g, "\\$1")
+      .replace(/([\\`*_{}\[\]#|<>~&])/g, "\\$1") // & too: `&ZeroWidthSpace;` read as the character it names (adversary 74)
       .replace(/^([-+])/, "\\$1")
       .replace(/^(\d+)([.)])/, "$1\\$2"),
   mdBlock: (s) => line(s),

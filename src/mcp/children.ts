@@ -10,6 +10,7 @@
  * application, build.sh); ToolChildren ends a group (SIGTERM, SIGKILL TOOL_GRACE_MS later) when
  * its call is cancelled, when the transport closes and at kerncap mcp's own SIGINT/SIGTERM.
  */
+import { jsonText } from "../escape.ts";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Subprocess } from "bun";
 import { existsSync, statSync } from "node:fs";
@@ -28,9 +29,14 @@ export const MCP_DEFAULT_JOBS = Math.max(2, Math.min(8, Math.floor(availablePara
 /** ms between the signal to a tool child's group and SIGKILL (longer than the child's own grace for its children: 5 s). */
 const TOOL_GRACE_MS = 10_000;
 
+/**
+ * A tool's result: `doc` as structuredContent, and as the text a client shows, written as
+ * `--json` writes it (jsonText: C1 controls, bidi overrides and line separators as \uNNNN, not raw:
+ * adversary 74); `extra` a second text part.
+ */
 export function result(doc: Record<string, unknown>, isError = false, extra?: string): CallToolResult {
   return {
-    content: [{ type: "text", text: JSON.stringify(doc, null, 2) }, ...(extra ? [{ type: "text" as const, text: extra }] : [])],
+    content: [{ type: "text", text: jsonText(doc, 2) }, ...(extra ? [{ type: "text" as const, text: extra }] : [])],
     structuredContent: doc,
     isError,
   };

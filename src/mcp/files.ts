@@ -9,7 +9,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { existsSync, lstatSync, type Stats } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { isKerncapError, KerncapError } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, jsonText } from "../escape.ts";
 import { unportableName } from "../format/archive.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { jsonDocument } from "../format/documents.ts";
@@ -148,7 +148,7 @@ export function withheldMachineId(text: string, shown: string): string {
       const m = JSON.parse(text);
       if (m && typeof m === "object" && m.host && typeof m.host === "object" && "machineId" in m.host) {
         m.host.machineId = null;
-        return `${JSON.stringify(m, null, 2)}\n`;
+        return `${jsonText(m, 2)}\n`;
       }
     } catch {
       /* not JSON: replaced below as any text */

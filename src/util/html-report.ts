@@ -211,7 +211,11 @@ export function tag(text: string, color: string): Html {
   return raw(`<span class="tag" style="background:${/^#[0-9a-f]{6}$/i.test(color) ? color : COLORS.neutral}">${esc(text)}</span>`);
 }
 
-/** RFC 4180 CSV: every cell quoted when it holds a quote, comma or line break; formula-like text made inert. */
+/**
+ * RFC 4180 CSV: every cell quoted when it holds a quote, comma, semicolon, tab or line break (a
+ * spreadsheet set to `;` or tab as separator, as semicolon locales are, splits there: an unquoted
+ * `f();=6*7;` became a formula cell, adversary 74); formula-like text at a cell's start made inert.
+ */
 export function csv(rows: (string | number | null | undefined)[][]): string {
   const c = (v: string | number | null | undefined) => {
     if (v === null || v === undefined) return "";
@@ -219,7 +223,7 @@ export function csv(rows: (string | number | null | undefined)[][]): string {
     // a cell holds untrusted text (a kernel name from a results file, a compiler's message): the terminal's escaping, on one line
     v = escapeForTerminal(v, { oneLine: true });
     const s = /^[=+\-@\t\r]/.test(v) && !/^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(v) ? `'${v}` : v;
-    return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+    return /[",;\t\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   };
   return rows.map((r) => r.map(c).join(",")).join("\r\n") + "\r\n";
 }

@@ -698,8 +698,25 @@ describe("hostile names through every reproducer template", () => {
     for (const s of names) {
       expect(T.mdCode!(s)).not.toMatch(RAW_CONTROLS);
       expect(T.mdCode!(s)).not.toContain("\n");
-      expect(T.mdText!(s).replace(/\\./g, "")).not.toMatch(/[\n|`*_<[\]]/); // every special character escaped
+      expect(T.mdText!(s).replace(/\\./g, "")).not.toMatch(/[\n|`*_<[\]&]/); // every special character escaped
+      // a table row: GFM ends a cell at each unescaped `|`, before code spans: one cell, whatever the name
+      expect(`| a | ${T.mdCodeCell!(s)} |`.split(/(?<!\\)\|/).length, s).toBe(4);
     }
+  });
+
+  test("README templates: a code span in a table row is mdCodeCell, and text escapes `&` (adversary 74: a compile flag's `|` ended the cell, then a link and <img> rendered; `&ZeroWidthSpace;` became the character)", () => {
+    const flags = "-DX=<img src=https://evil.example/p.png> [Download the fix](https://evil.example/fix.sh) |";
+    const row = `| compile flags | ${TEMPLATE_ESCAPES.mdCodeCell!(flags)} |`;
+    expect(row.split(/(?<!\\)\|/).length).toBe(4); // two cells: the flags stay in theirs, in one code span
+    expect(TEMPLATE_ESCAPES.mdText!("H100&ZeroWidthSpace; SXM&rlm;")).toBe("H100\\&ZeroWidthSpace; SXM\\&rlm;");
+    const misuse: string[] = [];
+    for (const f of new Bun.Glob("**/*.hbs").scanSync(join(import.meta.dir, "../../templates")))
+      readFileSync(join(import.meta.dir, "../../templates", f), "utf8")
+        .split("\n")
+        .forEach((l, i) => {
+          if (/\|/.test(l.replace(/{{[^}]*}}/g, "")) && l.includes("{{mdCode ")) misuse.push(`${f}:${i + 1}`);
+        });
+    expect(misuse).toEqual([]);
   });
 
   test("the Python and C literal escapes read back to the name in python3 and a C compiler", () => {
