@@ -212,9 +212,10 @@ export function tag(text: string, color: string): Html {
 }
 
 /**
- * RFC 4180 CSV: every cell quoted when it holds a quote, comma, semicolon, tab or line break (a
- * spreadsheet set to `;` or tab as separator, as semicolon locales are, splits there: an unquoted
- * `f();=6*7;` became a formula cell, adversary 74); formula-like text at a cell's start made inert.
+ * RFC 4180 CSV: every cell quoted when it holds a quote, comma, semicolon, tab or line break;
+ * formula-like text made inert (a `'` before it) at a cell's start and after each `;` in it: a
+ * spreadsheet set to `;` as separator (semicolon locales) splits every line there, quotes or not,
+ * and `f();=6*7;` in a kernel name became a formula cell (adversary 74).
  */
 export function csv(rows: (string | number | null | undefined)[][]): string {
   const c = (v: string | number | null | undefined) => {
@@ -222,7 +223,9 @@ export function csv(rows: (string | number | null | undefined)[][]): string {
     if (typeof v === "number") return Number.isFinite(v) ? String(v) : "";
     // a cell holds untrusted text (a kernel name from a results file, a compiler's message): the terminal's escaping, on one line
     v = escapeForTerminal(v, { oneLine: true });
-    const s = /^[=+\-@\t\r]/.test(v) && !/^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(v) ? `'${v}` : v;
+    const lead = /^[=+\-@\t\r]/.test(v) && !/^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(v) ? `'${v}` : v;
+    // read with `;` as the separator, a field starts after each `;` inside a cell, where quotes do not hold: its formula made inert too
+    const s = lead.replace(/;(\s*)([=+\-@])/g, ";$1'$2");
     return /[",;\t\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   };
   return rows.map((r) => r.map(c).join(",")).join("\r\n") + "\r\n";

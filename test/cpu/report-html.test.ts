@@ -159,7 +159,9 @@ describe("HTML reports", () => {
   test("CSV: RFC 4180 quoting, formula-like text made inert, numbers as they are", () => {
     expect(csv([["a", 'b"c', "x,y", "=HYPERLINK(1)", "-1.5", -2, null, "@x"]])).toBe('a,"b""c","x,y",\'=HYPERLINK(1),-1.5,-2,,\'@x\r\n');
     // a semicolon is a separator in semicolon locales' spreadsheets: quoted, so `;=6*7;` never starts a formula cell (adversary 74)
-    expect(csv([["saxpy(Saxpy const*);=6*7;", "x"]])).toBe('"saxpy(Saxpy const*);=6*7;",x\r\n');
+    // and a field after a `;` (where a `;`-separated reading starts one, quotes or not) is no formula either
+    expect(csv([["saxpy(Saxpy const*);=6*7;", "x"]])).toBe('"saxpy(Saxpy const*);\'=6*7;",x\r\n');
+    expect(csv([["a; +cmd|x", "b;@SUM(1)"]])).toBe('"a; \'+cmd|x","b;\'@SUM(1)"\r\n');
     const c = checkCsv(checkReport()).split("\r\n");
     expect(c[0]).toBe("status,ratio,ratio_low,ratio_high,time_verdict,median_us,baseline_median_us,capture,path,kernel,numerics,code,reason");
     expect(c.filter(Boolean)).toHaveLength(6);

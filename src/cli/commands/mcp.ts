@@ -2,7 +2,7 @@
 import { defineCommand } from "citty";
 import { resolve } from "node:path";
 import { realpathSync } from "node:fs";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { EscapedStdioTransport } from "../../mcp/stdio.ts";
 import { log } from "../../log.ts";
 import { endedByOversizedMessage, MCP_MESSAGE_MAX, serve, TOOL_NAMES } from "../../mcp/server.ts";
 import { KerncapError } from "../../errors.ts";
@@ -97,7 +97,7 @@ export default defineCommand({
       throw new KerncapError("E_USAGE", `--jobs ${oneLine(String(args.jobs))} is not a whole number from 1 to 1024`, { hint: "Give --jobs N, e.g. --jobs 4." });
     log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
-    const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
+    const transport = new EscapedStdioTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
     const trust = { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: served };
     // held calls' arguments past half MCP_INFLIGHT_MAX: the client's next messages wait in the pipe, unread
     const done = serve(transport, trust, jobs, {
