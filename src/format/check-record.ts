@@ -74,6 +74,10 @@ const OutcomeFields = {
       stackFrameBytes: v.optional(v.nullable(N)),
       spillStoreBytes: v.optional(v.nullable(N)),
       spillLoadBytes: v.optional(v.nullable(N)),
+      /** The CUDA toolkit version the rebuilt module names ("13.0.88"; null where it names none). Absent in records of kerncap before it. */
+      toolkit: v.optional(v.nullable(v.string())),
+      /** The compiler the build ran (a CUDA build.sh's nvcc: NVCC or PATH's), as validate's rebuild.nvcc. Absent where the frontend says none. */
+      nvcc: v.optional(v.string()),
     }),
   ),
   /** A build error's compiler diagnostics (E_BUILD's error.details.diagnostics, files relative to the capture: src/k.cu); absent elsewhere. */

@@ -121,7 +121,7 @@ export async function checkCapture(task: CaptureRef, s: CheckSettings): Promise<
     }
     if (p.rebuilt) {
       const b = await p.rebuilt.built;
-      p.rebuild = rebuildRecord(b, m, otherArch ? here! : null);
+      p.rebuild = rebuildRecord(b, m, otherArch ? here! : null, capture.dir);
     }
     if (!p.rebuilt && r.device.arch !== m.device.arch) p.note ??= `replayed on ${r.device.arch} (captured on ${m.device.arch}): the module's code runs here`;
     const samples = r.timing.samplesUs ?? [];
@@ -169,7 +169,7 @@ async function buildOnly(
       reason: `no reproducer to rebuild (${frontendOf(m).validates ? "no build.sh" : `a ${frontendOf(m).name} capture is not rebuilt`}): nothing built (--build-only)`,
     };
   const b = await startRebuild(dir, m, { quiet: true, quietStrategy: true, force: s.force, fullBuild: false }).built;
-  p.rebuild = rebuildRecord(b, m, null);
+  p.rebuild = rebuildRecord(b, m, null, dir);
   return {
     outcome: "done",
     ...known,
@@ -194,7 +194,7 @@ async function archOrBuildOnly(dir: string, m: Manifest, reproducer: boolean, s:
     if (!reproducer || !isKerncapError(e) || e.code !== "E_NO_GPU") throw e;
     checkChunksOnCpu(p); // a damaged memory image is said before the build, as the other files are
     const b = await startRebuild(dir, m, { quiet: true, quietStrategy: true, force: s.force, fullBuild: false }).built;
-    p.rebuild = rebuildRecord(b, m, null);
+    p.rebuild = rebuildRecord(b, m, null, dir);
     throw new KerncapError("E_NO_GPU", `rebuilt by ${builderWords(b.builder)} in ${b.seconds.toFixed(2)} s (it compiles)${NOT_REPLAYED}${e.message}`, {
       ...(e.hint ? { hint: e.hint } : {}),
     });
@@ -305,13 +305,28 @@ export function checkReplayOptions(m: Manifest, s: CheckSettings, rebuilt: Parti
   };
 }
 
-/** A record's rebuild: how, how long, for which architecture (null: the captured one), and the rebuilt kernel's figures for it (moduleFigures). */
-function rebuildRecord(b: Rebuilt, m: Manifest, targetArch: string | null): NonNullable<Outcome["rebuild"]> {
-  const { registers, stackFrameBytes, spillStoreBytes, spillLoadBytes } = moduleFigures(
+/**
+ * A record's rebuild: how, how long, for which architecture (null: the captured one), the rebuilt
+ * kernel's figures for it (moduleFigures), the toolkit its module names and the compiler the build
+ * ran (a CUDA build.sh's nvcc), as validate's `rebuild` says them (a new user's finding: check's had neither).
+ */
+function rebuildRecord(b: Rebuilt, m: Manifest, targetArch: string | null, dir: string): NonNullable<Outcome["rebuild"]> {
+  const { registers, stackFrameBytes, spillStoreBytes, spillLoadBytes, toolkit } = moduleFigures(
     b.module,
     targetArch ? { ...m, device: { ...m.device, arch: targetArch } } : m,
   );
-  return { builder: b.builder, seconds: b.seconds, targetArch, registers, stackFrameBytes, spillStoreBytes, spillLoadBytes };
+  const nvcc = frontendOf(m).buildCompiler?.(dir);
+  return {
+    builder: b.builder,
+    seconds: b.seconds,
+    targetArch,
+    registers,
+    stackFrameBytes,
+    spillStoreBytes,
+    spillLoadBytes,
+    toolkit,
+    ...(nvcc ? { nvcc } : {}),
+  };
 }
 
 /**

@@ -1180,6 +1180,9 @@ describe("the verb", () => {
       expect([ok.value.outcome, ok.value.code], ok.value.reason ?? "").toEqual(["error", "E_NO_GPU"]);
       expect(ok.value.reason).toMatch(/^rebuilt by build\.sh in \d+\.\d\d s \(it compiles\); not replayed: no NVIDIA driver/);
       expect(ok.value.rebuild).toMatchObject({ builder: "build.sh", targetArch: null });
+      // the compiler the build ran and the toolkit its module names, as validate --build-only says them (a new user's finding)
+      expect(ok.value.rebuild?.nvcc).toBe(nvcc);
+      expect(ok.value.rebuild && "toolkit" in ok.value.rebuild).toBe(true);
     } finally {
       if (savedNvcc === undefined) delete process.env.NVCC;
       else process.env.NVCC = savedNvcc;
