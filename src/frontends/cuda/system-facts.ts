@@ -17,11 +17,13 @@
  * while every path is still as it was asked about (adversary 72: a header upgraded while a watch
  * ran). Any doubt: nothing taken, the headers read as before.
  */
-import { closeSync, constants, fstatSync, lstatSync, readFileSync, rmSync } from "node:fs";
+import { lstatSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { preferredCacheDir, privateFolderRisk } from "../../cache.ts";
 import { TOOL_VERSION } from "../../version.ts";
-import { openNoFollow, writeFileAtomic } from "../../util/write-file.ts";
+import { writeFileAtomic } from "../../util/write-file.ts";
+import { readInputFile } from "../../format/paths.ts";
+import { notOwnFile } from "../../user-group.ts";
 import { INCLUDE_SEARCH_ENV } from "../include-search.ts";
 import { adoptSystemHeaderFacts, pathIdentity, systemHeaderFacts, systemPathsProbed, type SystemHeaderFacts } from "./slice-directives.ts";
 
@@ -55,20 +57,13 @@ function factsFile(): string | undefined {
   }
 }
 
-/** The file's text when it is a regular file of the user's that no one else may write (never waiting on a FIFO, never through a link); else undefined. */
+/** The file's text when it is a regular file of the user's that no one else may write (never waiting on a FIFO, never through a link: src/format/paths.ts readInputFile, src/user-group.ts notOwnFile); else undefined. */
 function readOwn(file: string): string | undefined {
-  const own = (st: { isFile(): boolean; uid: number; mode: number; size: number }) =>
-    st.isFile() && st.uid === process.getuid?.() && (st.mode & 0o022) === 0 && st.size <= MAX_BYTES;
   try {
-    const st = lstatSync(file, { throwIfNoEntry: false });
-    if (!st || !own(st)) return undefined;
-    const fd = openNoFollow(file, constants.O_RDONLY | constants.O_NONBLOCK, "the system headers' facts");
-    try {
-      const now = fstatSync(fd);
-      return own(now) && now.ino === st.ino ? readFileSync(fd, "utf8") : undefined;
-    } finally {
-      closeSync(fd);
-    }
+    return readInputFile(file, "system headers' facts file", "E_IO", MAX_BYTES, (st) => {
+      const why = notOwnFile(st, file);
+      if (why) throw new Error(why);
+    });
   } catch {
     return undefined;
   }
