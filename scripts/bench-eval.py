@@ -254,8 +254,11 @@ def timing_summary(ts):
     ts = [t for t in ts if isinstance(t, dict)]
     pairs = sorted(t["pairs"] for t in ts if isinstance(t.get("pairs"), (int, float)))
     secs = sorted(t["seconds"] for t in ts if isinstance(t.get("seconds"), (int, float)))
+    waits = sorted(t["waitSeconds"] for t in ts if isinstance(t.get("waitSeconds"), (int, float)))
+    dets = sorted(t["detectable"] for t in ts if isinstance(t.get("detectable"), (int, float)))
     med = lambda x: x[len(x) // 2] if x else None
-    return {"compared": len(ts), "medianPairs": med(pairs), "medianSeconds": med(secs), "seconds": round(sum(secs), 2), "decided": sum(1 for t in ts if t.get("decided"))}
+    return {"compared": len(ts), "medianPairs": med(pairs), "medianSeconds": med(secs), "seconds": round(sum(secs), 2), "decided": sum(1 for t in ts if t.get("decided")),
+            "waitSeconds": round(sum(waits), 2), "medianDetectable": med(dets), "maxDetectable": dets[-1] if dets else None}
 
 
 def report(work, n, workers):

@@ -130,7 +130,8 @@ for fe, x in r["batches"].items():
     print(f"[bench-eval] {fe}: eval builds {x['builds']['builders']}, {x['builds']['seconds']:.1f} s of builds, {x['builds']['runSeconds']:.1f} s of candidate runs")
     tm = x["timing"]
     print(f"[bench-eval] {fe}: timed comparisons (eval / validate): {tm['eval']['compared']} / {tm['validate']['compared']}, median pairs {tm['eval']['medianPairs']} / {tm['validate']['medianPairs']}, "
-          f"median s {tm['eval']['medianSeconds']} / {tm['validate']['medianSeconds']}, total s {tm['eval']['seconds']} / {tm['validate']['seconds']}, decided {tm['eval']['decided']} / {tm['validate']['decided']}")
+          f"median s {tm['eval']['medianSeconds']} / {tm['validate']['medianSeconds']}, total s {tm['eval']['seconds']} / {tm['validate']['seconds']}, decided {tm['eval']['decided']} / {tm['validate']['decided']}, "
+          f"detectable median {tm['eval']['medianDetectable']} / {tm['validate']['medianDetectable']}, max {tm['eval']['maxDetectable']} / {tm['validate']['maxDetectable']}; eval waited {tm['eval']['waitSeconds']} s for the GPU's timing window")
     t = x["timeline"]
     print(f"[bench-eval] {fe}: eval timeline: records at {t['firstRecord']} / {t['medianRecord']} / {t['lastRecord']} s (first / median / last), check {t['check']}, last three {t['last']}")
 PY

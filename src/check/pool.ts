@@ -77,7 +77,9 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
  * the protocol of src/check/worker.ts: settings, then one task a line in; one `{"outcome": O}` a
  * line out (`"retire": true`: it ends after it). A line `{"started": true}` before the outcome
  * arms `o.watchdog`: when the outcome has not come `watchdog(task)` ms later, the worker's group
- * is killed (SIGKILL) and the task ends as `o.timedOut(task, ms)` (TaskEnded).
+ * is killed (SIGKILL) and the task ends as `o.timedOut(task, ms)` (TaskEnded). A line
+ * `{"waiting": true}` (the worker waits for its GPU's timing window) stops the watchdog until the
+ * next `{"started": true}`, which arms it again from its full bound.
  */
 export function workerCommand<T, O>(
   argv: string[],
@@ -111,11 +113,17 @@ export function workerCommand<T, O>(
     void (async () => {
       for await (const l of out) {
         const q = pending;
-        let line: { outcome?: O; retire?: boolean; started?: boolean };
+        let line: { outcome?: O; retire?: boolean; started?: boolean; waiting?: boolean };
         try {
           line = JSON.parse(l);
         } catch {
           line = {};
+        }
+        if (line.waiting === true && line.outcome === undefined) {
+          // the worker waits for its GPU's timing window (src/util/timing-window.ts): not a hang; its next started arms the watchdog again
+          if (q?.timer) clearTimeout(q.timer);
+          if (q) q.timer = undefined;
+          continue;
         }
         if (line.started === true && line.outcome === undefined) {
           // the worker is launching the kernel: the watchdog runs from here (a restore of many GiB before it is not a hang)

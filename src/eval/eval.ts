@@ -25,7 +25,7 @@ import { availableParallelism } from "node:os";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
-import { assertTmpdirUsable } from "../cache.ts";
+import { assertTmpdirUsable, privateTempFolder } from "../cache.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { log } from "../log.ts";
 import { StopSignals, signalExitCode } from "../process-group.ts";
@@ -102,7 +102,7 @@ export interface EvalOptions {
   /** How an interruption is said by the verb that runs this eval (kerncap tune: its configs, no --resume): what was done ("configs judged") and the hint; default eval's own. */
   interrupted?: { done: string; hint: string };
   /** How GPU workers are started (src/check/pool.ts workerCommand of `kerncap eval --worker`; the CPU tests give their own). */
-  open: (say: (line: string) => void, watchdog: Watchdog, warm?: string) => OpenRunner<EvalTask, EvalOutcome>;
+  open: (say: (line: string) => void, watchdog: Watchdog, warm?: string, timingWindows?: string) => OpenRunner<EvalTask, EvalOutcome>;
   /** Each record as it is written (stdout's JSON Lines with --json). */
   onRecord?: (r: EvalRecord) => void;
   /** How a candidate is built (default src/eval/build.ts buildCandidate; the CPU tests give slow or failing ones). */
@@ -142,8 +142,8 @@ export const WATCHDOG_MAX_MS = 6 * 3_600_000;
  * printf). What `kerncap eval` and `kerncap tune` run their candidates on.
  */
 export function evalWorkers(settings: EvalSettings, verbose: boolean, clean: (line: string) => string): EvalOptions["open"] {
-  return (say, watchdog, warm) =>
-    workerCommand(workerArgv("eval", verbose), warm === undefined ? settings : { ...settings, warm }, (l) => say(clean(l)), {
+  return (say, watchdog, warm, timingWindows) =>
+    workerCommand(workerArgv("eval", verbose), { ...settings, ...(warm !== undefined ? { warm } : {}), ...(timingWindows !== undefined ? { timingWindows } : {}) }, (l) => say(clean(l)), {
       watchdog: watchdog.ms,
       timedOut: watchdog.timedOut,
     });
@@ -543,12 +543,22 @@ async function prunedBuilds(o: EvalOptions, home: EvalInput, pending: Pending[])
 
 /** Judge the queue's tasks on the GPU workers (`o.slots`, started by `o.open`) as the builds feed it; a worker that dies gives its task `error` (E_WORKER). */
 async function runOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Recorder, watchdog: Watchdog, stops: StopSignals, warm: string): Promise<void> {
+  // several workers: their timed rounds take turns on each GPU (src/util/timing-window.ts), each worker's checked runs do not
+  const windows = o.slots.length > 1 ? privateTempFolder("kerncap-timing-") : undefined;
+  try {
+    await judgeOnWorkers(queue, o, rec, watchdog, stops, warm, windows);
+  } finally {
+    if (windows) rmSync(windows, { recursive: true, force: true });
+  }
+}
+
+async function judgeOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Recorder, watchdog: Watchdog, stops: StopSignals, warm: string, windows?: string): Promise<void> {
   // a worker makes the first input resident as it starts (before its first task, or, replacing one ended by a fault or a
   // timeout, at once: the next task finds it ready)
   await drainQueue(
     queue,
     o.slots,
-    o.open((l) => rec.progress.line(l), watchdog, warm),
+    o.open((l) => rec.progress.line(l), watchdog, warm, windows),
     {
       replaceAtOnce: true,
       onStart: (t, slot) => rec.progress.started(`${rec.label(t.candidate)} on ${t.input}`, slot),

@@ -24,6 +24,7 @@ export function timingOf(c: TimingComparison | null): EvalTiming | null {
     pairs: c.pairs,
     detectable: c.detectable,
     ...(c.seconds !== undefined ? { seconds: Math.round(c.seconds * 1000) / 1000 } : {}),
+    ...(c.waitSeconds !== undefined ? { waitSeconds: Math.round(c.waitSeconds * 1000) / 1000 } : {}),
     text: c.text,
   };
 }

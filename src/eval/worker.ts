@@ -11,7 +11,10 @@
  * Protocol (check's, src/check/worker.ts serveProtocol): stdin's first line `{"settings":
  * EvalSettings}`, then `{"task": EvalTask}` lines; for each task stdout gets `{"started": true}`
  * once the input is resident and the candidate's launches begin (the parent's watchdog runs from
- * there: a hung kernel is killed with its worker), then `{"outcome": EvalOutcome}`. After a kernel
+ * there: a hung kernel is killed with its worker), then `{"outcome": EvalOutcome}`. Where several
+ * workers share a GPU, a comparison's timed rounds wait for the GPU's timing window
+ * (src/util/timing-window.ts): a wait is said `{"waiting": true}` (the watchdog pauses) and its end
+ * `{"started": true}` (the watchdog runs again, from its full bound). After a kernel
  * fault (the device context is lost) the outcome says `"retire": true` and the worker ends: the
  * parent starts a fresh one for the next candidate.
  *
@@ -33,6 +36,7 @@ import { readCaptureBytes } from "../format/paths.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
 import { openReplay, withRebuiltLaunch, type ComparedRuns, type ReplaySession, type RunOptions } from "../replay/engine.ts";
+import { fileTimingWindow, timingWindowFile, type TimingWindow } from "../util/timing-window.ts";
 import { timingOf } from "./timing.ts";
 
 /** What every candidate of one eval is judged with (the verb's options). */
@@ -48,6 +52,8 @@ export interface EvalSettings {
   flushL2?: boolean;
   /** Seconds the comparison may spend on more timed rounds after `iters` until it is decided (src/replay/stats.ts adaptiveCompare; default the engine's). 0: `iters` rounds only (kerncap tune: many configs, each timed alike). */
   compareBudgetSeconds?: number;
+  /** The folder of the GPUs' timing windows (src/util/timing-window.ts), the parent's private one, where several workers share the GPUs: the timed rounds of a comparison wait for the worker's GPU's window. */
+  timingWindows?: string;
   /** The capture folder of the input the first tasks are judged on: the worker makes it resident as soon as it starts (EvalJudge.prepare): a worker that replaces one ended by a fault or a timeout is ready before the next task comes. */
   warm?: string;
 }
@@ -82,6 +88,7 @@ export const EVAL_PROTOCOL = {
       flushL2: v.optional(v.boolean()),
       compareBudgetSeconds: v.optional(v.number()),
       warm: v.optional(v.string()),
+      timingWindows: v.optional(v.string()),
     }),
   }),
   task: v.object({
@@ -102,16 +109,38 @@ export const EVAL_PROTOCOL = {
 export class EvalJudge {
   private session: ReplaySession | undefined;
   private contextLost = false;
+  private window: TimingWindow | undefined;
 
   /**
-   * @param started called when a candidate's launches are about to begin
+   * @param started called when a candidate's launches are about to begin, and again when its timed
+   *   rounds begin after a wait for the GPU's timing window (the parent's watchdog runs from there)
    * @param open how an input is made resident (openReplay; the CPU tests give a session without a GPU)
+   * @param waiting called when the timed rounds wait for the GPU's timing window (the parent's watchdog pauses)
    */
   constructor(
     private readonly started: () => void,
     private readonly open: (dir: string, s: EvalSettings) => Promise<ReplaySession> = (dir, s) =>
       openReplay(openCapture(dir), { verify: s.verify, ordinal: 0 }),
+    private readonly waiting: () => void = () => {},
   ) {}
+
+  /** The timing window of this worker's GPU (its CUDA_VISIBLE_DEVICES), telling the parent when it waits and when its launches go on. */
+  private windowOf(s: EvalSettings): TimingWindow | undefined {
+    if (s.timingWindows === undefined) return undefined;
+    const w = (this.window ??= fileTimingWindow(timingWindowFile(s.timingWindows, process.env.CUDA_VISIBLE_DEVICES)));
+    return {
+      enter: async () => {
+        let waited = false;
+        const seconds = await w.enter(() => {
+          waited = true;
+          this.waiting();
+        });
+        if (waited) this.started();
+        return seconds;
+      },
+      leave: () => w.leave(),
+    };
+  }
 
   /** Whether a kernel fault took this process's device context (the worker retires). */
   lost(): boolean {
@@ -160,7 +189,9 @@ export class EvalJudge {
       session = await this.sessionFor(t.dir, s);
       const m = session.manifest;
       const fe = frontendOf(m);
+      const window = this.windowOf(s);
       const timed = {
+        ...(window ? { timingWindow: window } : {}),
         ...(s.flushL2 ? { flushL2: true } : {}),
         ...(s.compareBudgetSeconds !== undefined ? { compareBudgetSeconds: s.compareBudgetSeconds } : {}),
       };

@@ -48,6 +48,8 @@ export const EvalTiming = v.object({
   detectable: v.optional(v.nullable(N)),
   /** Wall time (s) of the timed rounds in the worker, a part of the record's runSeconds. Absent in records written before it. */
   seconds: v.optional(N),
+  /** Seconds the timed rounds waited for the GPU's timing window while another worker timed on it (src/util/timing-window.ts), a part of runSeconds; absent with one worker. */
+  waitSeconds: v.optional(N),
   text: v.string(),
 });
 export type EvalTiming = v.InferOutput<typeof EvalTiming>;

@@ -7,6 +7,7 @@ import type { KerncapError } from "../errors.ts";
 import type { Manifest } from "../format/manifest.ts";
 import type { ClockState } from "./backends/interface.ts";
 import type { MultisetJudgement } from "./envelope.ts";
+import type { TimingWindow } from "../util/timing-window.ts";
 import type { TimingComparison } from "./stats.ts";
 import type { ElementType, RegionNumerics } from "./tolerance.ts";
 import type { RegionTypes } from "./tolerance-plan.ts";
@@ -169,6 +170,12 @@ export interface ReplayOptions {
    * adaptiveCompare; default COMPARE_SECONDS). 0: `iters` rounds only.
    */
   compareBudgetSeconds?: number;
+  /**
+   * Two kernels compared (runCompared): the GPU's timing window (src/util/timing-window.ts),
+   * entered before the timed rounds and left after them, so that other processes timing on the
+   * same GPU (eval's workers) wait instead of time-slicing the GPU with these rounds.
+   */
+  timingWindow?: TimingWindow;
 }
 
 /** Options of one run of a prepared session: ReplayOptions less verify and ordinal (the session's). */

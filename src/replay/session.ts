@@ -240,17 +240,24 @@ class Session implements ReplaySession {
     // kernel's own noise floor (src/replay/stats.ts); more rounds until the comparison is decided
     // or the budget ends
     let compare: TimingComparison | null = null;
+    const window = candidate.timingWindow;
     const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }, { ...candidate, runs: 1 }], false, async (ps) => {
       let round = 0;
-      const out = await adaptiveCompare(
-        (n) => {
-          const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
-          round += n;
-          return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
-        },
-        { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
-      );
-      compare = { ...out.compare, seconds: out.seconds };
+      // the checked runs are made (withPrepared): only the timed rounds wait for the GPU's window
+      const waited = window ? await window.enter() : undefined;
+      try {
+        const out = await adaptiveCompare(
+          (n) => {
+            const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
+            round += n;
+            return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
+          },
+          { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
+        );
+        compare = { ...out.compare, seconds: out.seconds, ...(waited !== undefined ? { waitSeconds: waited } : {}) };
+      } finally {
+        window?.leave();
+      }
       return this.roundTimes;
     });
     if ("error" in a!) throw a.error;

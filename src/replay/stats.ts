@@ -51,6 +51,8 @@ export interface TimingComparison {
   detectable: number | null;
   /** Wall time (s) of the timed rounds, every batch of adaptiveCompare's (absent where one batch was timed outside it). */
   seconds?: number;
+  /** Seconds waited for the GPU's timing window before the timed rounds (RunOptions.timingWindow; absent where there was none, 0 where it was free). */
+  waitSeconds?: number;
   /** "1.07× faster (1.05–1.09)", "1.12× slower (1.10–1.15)", "same within 1% (0.996–1.004)", "no difference claimed: …". */
   text: string;
   method: string;

@@ -284,7 +284,11 @@ export default defineCommand({
   async run({ args, rawArgs }) {
     if (args.json || args.worker) keepStdoutForData(); // device printf goes to stderr (escaped), the data (the protocol) to stdout
     if (args.worker) {
-      const judge = new EvalJudge(() => writeDataLine({ started: true }));
+      const judge = new EvalJudge(
+        () => writeDataLine({ started: true }),
+        undefined,
+        () => writeDataLine({ waiting: true }),
+      );
       await serveProtocol(
         lines(Bun.stdin.stream()),
         EVAL_PROTOCOL,

@@ -1,0 +1,94 @@
+/**
+ * The timing window of one GPU shared by several kerncap processes (eval's GPU workers, each its
+ * own CUDA context): while one times a comparison, the others' timed rounds wait. Kernels of
+ * different contexts on one GPU are time-sliced: on an H100 node, a timed comparison of an llm.c
+ * candidate took 0.41–0.46 s with 4 workers timing at once, against 0.042 s in a lone validate, and
+ * its interval widened to ±21% with 8 (docs/benchmarks.md, 871ce8d). Checked runs (correctness)
+ * are not serialized: they are short, and a hung candidate's run (killed by eval's watchdog) would
+ * otherwise hold every other worker's timing.
+ *
+ * One flock(2) per GPU on a file in the eval's private folder (src/cache.ts privateTempFolder:
+ * this user's, mode 0700), opened by each worker itself (an flock belongs to an open file
+ * description: an inherited fd would be one lock shared by all). The kernel lets go of a lock whose
+ * holder ended, however it ended (a worker killed by the watchdog mid-comparison): a lock is
+ * never left behind. Waiting polls (LOCK_NB) and yields to the event loop, so the worker's protocol
+ * lines go out while it waits.
+ */
+import { closeSync, constants, fstatSync, openSync } from "node:fs";
+import { join } from "node:path";
+import { libc } from "../native/libc.ts";
+
+const LOCK_EX = 2;
+const LOCK_NB = 4;
+const LOCK_UN = 8;
+
+/** Exclusive timing on one GPU: enter() waits for it, leave() gives it back (idempotent). */
+export interface TimingWindow {
+  /**
+   * Wait until no other process of the window times on this GPU. `waiting` is called once, before
+   * the first wait, when the window is held by another (not when it is free).
+   * @returns seconds waited (0 when the window was free)
+   */
+  enter(waiting?: () => void): Promise<number>;
+  leave(): void;
+}
+
+/** The file name of GPU `gpu`'s window in the folder (the worker's CUDA_VISIBLE_DEVICES; "default" where none is set). */
+export function timingWindowFile(folder: string, gpu: string | undefined): string {
+  const safe = (gpu ?? "").replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64) || "default";
+  return join(folder, `timing-${safe}.lock`);
+}
+
+/**
+ * The window whose lock is the file `path` (made 0600 where missing; not followed when a link). A
+ * file that cannot be opened or locked (no libc, a link, another user's file) gives no window: the
+ * comparisons run unserialized, as before windows existed, and say nothing.
+ * @param pollMs how often a waiting process tries again (ms)
+ */
+export function fileTimingWindow(path: string, pollMs = 1): TimingWindow {
+  let fd: number | undefined;
+  let held = false;
+  const lock = (op: number): number => {
+    try {
+      return libc().flock(fd!, op);
+    } catch {
+      return 0; // no libc here: no lock, nothing serialized
+    }
+  };
+  const open = (): number | undefined => {
+    if (fd !== undefined) return fd;
+    try {
+      const f = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+      const st = fstatSync(f);
+      const uid = process.geteuid?.();
+      if (!st.isFile() || (uid !== undefined && st.uid !== uid)) {
+        closeSync(f);
+        return undefined;
+      }
+      return (fd = f);
+    } catch {
+      return undefined;
+    }
+  };
+  return {
+    async enter(waiting) {
+      if (held || open() === undefined) return 0;
+      const t0 = performance.now();
+      let said = false;
+      while (lock(LOCK_EX | LOCK_NB) !== 0) {
+        if (!said) {
+          said = true;
+          waiting?.();
+        }
+        await Bun.sleep(pollMs);
+      }
+      held = true;
+      return said ? (performance.now() - t0) / 1000 : 0;
+    },
+    leave() {
+      if (!held) return;
+      held = false;
+      lock(LOCK_UN);
+    },
+  };
+}

@@ -1,0 +1,64 @@
+/**
+ * A GPU worker of `kerncap eval` for the CPU tests of the GPUs' timing windows
+ * (src/util/timing-window.ts): the real protocol and the real judge (src/eval/worker.ts EvalJudge,
+ * its window and its `waiting`/`started` lines, as `kerncap eval --worker` writes them), with a
+ * session that needs no GPU: each comparison enters the candidate's timing window, "times" for
+ * $EVAL_WINDOW_MS ms, appends "<pid> <enter ms> <leave ms>" (ms since the epoch) to
+ * $EVAL_WINDOW_LOG, and leaves.
+ */
+import { appendFileSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { lines, serveProtocol } from "../../src/check/worker.ts";
+import { EVAL_PROTOCOL, EvalJudge } from "../../src/eval/worker.ts";
+import type { TimingComparison } from "../../src/replay/stats.ts";
+import { noGpuResult, noGpuSession } from "./fixtures.ts";
+
+const write = (x: object) => process.stdout.write(JSON.stringify(x) + "\n");
+const holdMs = Number(process.env.EVAL_WINDOW_MS ?? 200);
+
+const judge = new EvalJudge(
+  () => write({ started: true }),
+  async (dir) => {
+    const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
+    const session = noGpuSession(dir, m, async () => noGpuResult(m.kernel.name, false));
+    return {
+      ...session,
+      runCompared: async (_baseline, candidate) => {
+        const result = await session.run(candidate);
+        const waited = await candidate.timingWindow!.enter();
+        const t0 = Date.now();
+        await Bun.sleep(holdMs);
+        const t1 = Date.now();
+        candidate.timingWindow!.leave();
+        appendFileSync(process.env.EVAL_WINDOW_LOG!, `${process.pid} ${t0} ${t1}\n`);
+        const compare = {
+          baselineMedianUs: 10,
+          candidateMedianUs: 10,
+          speedup: 1,
+          low: 0.99,
+          high: 1.01,
+          verdict: "same",
+          decided: true,
+          margin: 0.01,
+          aa: null,
+          bb: null,
+          detectable: 0.02,
+          pairs: 20,
+          seconds: holdMs / 1000,
+          waitSeconds: waited,
+          text: "same within 1% (0.99–1.01)",
+          method: "fake",
+        } as unknown as TimingComparison;
+        return { baseline: result, candidate: result, compare };
+      },
+    };
+  },
+  () => write({ waiting: true }),
+);
+await serveProtocol(
+  lines(Bun.stdin.stream()),
+  EVAL_PROTOCOL,
+  (t, s) => judge.judge(t, s),
+  (o, retire) => write({ outcome: o, ...(retire ? { retire } : {}) }),
+  () => judge.lost(),
+);

@@ -1,0 +1,103 @@
+/**
+ * The GPUs' timing windows (src/util/timing-window.ts): several eval workers on one GPU take turns
+ * for their timed rounds, a worker waiting for the window is not taken for a hung one by the
+ * watchdog (src/check/pool.ts), and the wait is in the record (timing.waitSeconds).
+ */
+import { describe, expect, test } from "bun:test";
+import { readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { workerCommand } from "../../src/check/pool.ts";
+import { runEval } from "../../src/ops/eval.ts";
+import { fileTimingWindow, timingWindowFile } from "../../src/util/timing-window.ts";
+import { fakeBuild, fakeEvalOptions, SETTINGS } from "./eval-child.ts";
+import { captureWithSource, tempDir } from "./fixtures.ts";
+
+const WINDOW_WORKER = join(import.meta.dir, "eval-window-worker.ts");
+
+describe("timing windows", () => {
+  test("a second holder waits until the first leaves, is told once, and says how long it waited; another GPU's window is its own", async () => {
+    const d = tempDir();
+    const path = timingWindowFile(d, "0");
+    const a = fileTimingWindow(path);
+    const b = fileTimingWindow(path);
+    expect(await a.enter()).toBe(0);
+    // another GPU (CUDA_VISIBLE_DEVICES=1): free while GPU 0's is held
+    const other = fileTimingWindow(timingWindowFile(d, "1"));
+    expect(await other.enter()).toBe(0);
+    other.leave();
+    let told = 0;
+    setTimeout(() => a.leave(), 150);
+    const waited = await b.enter(() => told++);
+    expect(told).toBe(1);
+    expect(waited).toBeGreaterThan(0.1);
+    // a's enter now waits for b
+    let aTold = 0;
+    const t = a.enter(() => aTold++);
+    await Bun.sleep(30);
+    expect(aTold).toBe(1);
+    b.leave();
+    expect(await t).toBeGreaterThan(0.02);
+    a.leave();
+    a.leave(); // idempotent
+  });
+
+  test("a GPU's name is a file name in the folder; a link at the window's name gives no window (nothing waits on it)", async () => {
+    const d = tempDir();
+    expect(timingWindowFile(d, undefined)).toBe(join(d, "timing-default.lock"));
+    expect(timingWindowFile(d, "../x/GPU-1")).toBe(join(d, "timing-___x_GPU-1.lock"));
+    const target = join(d, "target");
+    writeFileSync(target, "");
+    const path = join(d, "timing-link.lock");
+    symlinkSync(target, path);
+    const a = fileTimingWindow(path);
+    const b = fileTimingWindow(path);
+    expect(await a.enter()).toBe(0);
+    let told = 0;
+    expect(await b.enter(() => told++)).toBe(0);
+    expect(told).toBe(0);
+  });
+
+  test("two workers of an eval time one at a time, and a wait for the window longer than the watchdog's bound is not a timeout", async () => {
+    const cap = await captureWithSource();
+    const d = tempDir("kerncap-cands-");
+    const files = ["a", "b", "c", "d"].map((n) => {
+      writeFileSync(join(d, `${n}.cu`), "match");
+      return join(d, `${n}.cu`);
+    });
+    const log = join(tempDir(), "windows.log");
+    writeFileSync(log, "");
+    process.env.EVAL_WINDOW_LOG = log;
+    process.env.EVAL_WINDOW_MS = "350";
+    try {
+      const report = await runEval(
+        fakeEvalOptions([cap], files, {
+          slots: [null, null],
+          jobs: 4,
+          buildWith: fakeBuild(),
+          // the watchdog's floor (0.6 s) is shorter than a wait for the other worker's 0.35 s of timed rounds and its own 0.35 s
+          timeoutS: 0.6,
+          open: (say, w, warm, windows) =>
+            workerCommand([process.execPath, WINDOW_WORKER], { ...SETTINGS, ...(warm ? { warm } : {}), ...(windows ? { timingWindows: windows } : {}) }, say, {
+              watchdog: w.ms,
+              timedOut: w.timedOut,
+            }),
+        }),
+      );
+      expect(report.records.map((r) => r.verdict)).toEqual(["match", "match", "match", "match"]);
+      const spans = readFileSync(log, "utf8")
+        .trim()
+        .split("\n")
+        .map((l) => l.split(" ").map(Number))
+        .sort((x, y) => x[1]! - y[1]!);
+      expect(spans.length).toBe(4);
+      expect(new Set(spans.map((s) => s[0])).size).toBe(2); // both workers timed
+      for (let i = 1; i < spans.length; i++) expect(spans[i]![1]!).toBeGreaterThanOrEqual(spans[i - 1]![2]!);
+      const waits = report.records.map((r) => r.timing?.waitSeconds ?? -1);
+      expect(waits.every((w) => w >= 0)).toBe(true);
+      expect(Math.max(...waits)).toBeGreaterThan(0.2);
+    } finally {
+      delete process.env.EVAL_WINDOW_LOG;
+      delete process.env.EVAL_WINDOW_MS;
+    }
+  }, 30_000);
+});
