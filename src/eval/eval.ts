@@ -81,6 +81,8 @@ export interface EvalOptions {
   shard?: Shard;
   /** One entry per GPU worker: its CUDA_VISIBLE_DEVICES (null: this process's). */
   slots: (string | null)[];
+  /** --shared-timing: several workers on one GPU time at once (no timing windows: src/util/timing-window.ts). */
+  sharedTiming?: boolean;
   /** Builds at once (default: the CPU count). */
   jobs?: number;
   /** The watchdog's floor (s; default TIMEOUT_FLOOR_S). */
@@ -543,8 +545,8 @@ async function prunedBuilds(o: EvalOptions, home: EvalInput, pending: Pending[])
 
 /** Judge the queue's tasks on the GPU workers (`o.slots`, started by `o.open`) as the builds feed it; a worker that dies gives its task `error` (E_WORKER). */
 async function runOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Recorder, watchdog: Watchdog, stops: StopSignals, warm: string): Promise<void> {
-  // several workers: their timed rounds take turns on each GPU (src/util/timing-window.ts), each worker's checked runs do not
-  const windows = o.slots.length > 1 ? privateTempFolder("kerncap-timing-") : undefined;
+  // several workers: their timed rounds take turns on each GPU, alone on it (src/util/timing-window.ts), unless --shared-timing
+  const windows = o.slots.length > 1 && !o.sharedTiming ? privateTempFolder("kerncap-timing-") : undefined;
   try {
     await judgeOnWorkers(queue, o, rec, watchdog, stops, warm, windows);
   } finally {

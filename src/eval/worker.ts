@@ -128,18 +128,16 @@ export class EvalJudge {
   private windowOf(s: EvalSettings): TimingWindow | undefined {
     if (s.timingWindows === undefined) return undefined;
     const w = (this.window ??= fileTimingWindow(timingWindowFile(s.timingWindows, process.env.CUDA_VISIBLE_DEVICES)));
-    return {
-      enter: async () => {
-        let waited = false;
-        const seconds = await w.enter(() => {
-          waited = true;
-          this.waiting();
-        });
-        if (waited) this.started();
-        return seconds;
-      },
-      leave: () => w.leave(),
+    const told = (take: (waiting: () => void) => Promise<number>) => async () => {
+      let waited = false;
+      const seconds = await take(() => {
+        waited = true;
+        this.waiting();
+      });
+      if (waited) this.started();
+      return seconds;
     };
+    return { share: told((f) => w.share(f)), enter: told((f) => w.enter(f)), leave: () => w.leave() };
   }
 
   /** Whether a kernel fault took this process's device context (the worker retires). */

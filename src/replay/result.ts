@@ -171,9 +171,9 @@ export interface ReplayOptions {
    */
   compareBudgetSeconds?: number;
   /**
-   * Two kernels compared (runCompared): the GPU's timing window (src/util/timing-window.ts),
-   * entered before the timed rounds and left after them, so that other processes timing on the
-   * same GPU (eval's workers) wait instead of time-slicing the GPU with these rounds.
+   * Two kernels compared (runCompared): the GPU's timing window (src/util/timing-window.ts), held
+   * shared for the resets, loads and checked runs and alone for the timed rounds, so that other
+   * processes on the same GPU (eval's workers) wait instead of time-slicing the GPU with these rounds.
    */
   timingWindow?: TimingWindow;
 }

@@ -241,10 +241,12 @@ class Session implements ReplaySession {
     // or the budget ends
     let compare: TimingComparison | null = null;
     const window = candidate.timingWindow;
+    // the GPU's window (src/util/timing-window.ts): the resets, loads and checked runs shared with other processes' such
+    // work, the timed rounds alone
+    let waited = window ? await window.share() : undefined;
     const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }, { ...candidate, runs: 1 }], false, async (ps) => {
       let round = 0;
-      // the checked runs are made (withPrepared): only the timed rounds wait for the GPU's window
-      const waited = window ? await window.enter() : undefined;
+      if (window) waited! += await window.enter();
       try {
         const out = await adaptiveCompare(
           (n) => {
@@ -259,7 +261,7 @@ class Session implements ReplaySession {
         window?.leave();
       }
       return this.roundTimes;
-    });
+    }).finally(() => window?.leave());
     if ("error" in a!) throw a.error;
     if ("error" in b!) throw b.error;
     return { baseline: a.result, candidate: b.result, compare };

@@ -1,11 +1,14 @@
 /**
  * The timing window of one GPU shared by several kerncap processes (eval's GPU workers, each its
- * own CUDA context): while one times a comparison, the others' timed rounds wait. Kernels of
- * different contexts on one GPU are time-sliced: on an H100 node, a timed comparison of an llm.c
- * candidate took 0.41–0.46 s with 4 workers timing at once, against 0.042 s in a lone validate, and
- * its interval widened to ±21% with 8 (docs/benchmarks.md, 871ce8d). Checked runs (correctness)
- * are not serialized: they are short, and a hung candidate's run (killed by eval's watchdog) would
- * otherwise hold every other worker's timing.
+ * own CUDA context): while one times a comparison, nothing else of the others runs on the GPU;
+ * their restores, loads and checked runs share the GPU with each other (a shared flock), their
+ * timed rounds take turns (an exclusive one). Kernels of different contexts on one GPU are
+ * time-sliced: on an H100 node, a timed comparison of an llm.c candidate took 0.41–0.46 s with 4
+ * workers timing at once, against 0.042 s in a lone validate, and its interval widened to ±21% with
+ * 8 (docs/benchmarks.md, 871ce8d); a turn for the timed rounds alone (071880f) left the others'
+ * restores and checked runs beside them, and the comparisons of a 309 µs kernel took their whole
+ * budget, one after the other. A hung candidate's checked run holds the shared window until eval's
+ * watchdog kills its worker: the others' timed rounds wait meanwhile (their watchdogs paused).
  *
  * One flock(2) per GPU on a file in the eval's private folder (src/cache.ts privateTempFolder:
  * this user's, mode 0700), opened by each worker itself (an flock belongs to an open file
@@ -18,15 +21,27 @@ import { closeSync, constants, fstatSync, openSync } from "node:fs";
 import { join } from "node:path";
 import { libc } from "../native/libc.ts";
 
+const LOCK_SH = 1;
 const LOCK_EX = 2;
 const LOCK_NB = 4;
 const LOCK_UN = 8;
 
-/** Exclusive timing on one GPU: enter() waits for it, leave() gives it back (idempotent). */
+/**
+ * Timing on one GPU: share() for the GPU work that is not timed (restores, checked runs), which
+ * other processes' such work may overlap; enter() for the timed rounds, which nothing of the
+ * window's other processes overlaps; leave() gives either back (idempotent). A process in the
+ * shared window that enters converts its lock (flock(2) may give it up in between).
+ */
 export interface TimingWindow {
   /**
-   * Wait until no other process of the window times on this GPU. `waiting` is called once, before
-   * the first wait, when the window is held by another (not when it is free).
+   * Wait until no other process of the window times on this GPU, then hold the window shared.
+   * `waiting` is called once, before the first wait, when the window is held by another.
+   * @returns seconds waited (0 when the window was free)
+   */
+  share(waiting?: () => void): Promise<number>;
+  /**
+   * Wait until no other process of the window holds it (shared or to time), then hold it alone.
+   * `waiting` as share's.
    * @returns seconds waited (0 when the window was free)
    */
   enter(waiting?: () => void): Promise<number>;
@@ -47,7 +62,6 @@ export function timingWindowFile(folder: string, gpu: string | undefined): strin
  */
 export function fileTimingWindow(path: string, pollMs = 1): TimingWindow {
   let fd: number | undefined;
-  let held = false;
   const lock = (op: number): number => {
     try {
       return libc().flock(fd!, op);
@@ -70,24 +84,27 @@ export function fileTimingWindow(path: string, pollMs = 1): TimingWindow {
       return undefined;
     }
   };
-  return {
-    async enter(waiting) {
-      if (held || open() === undefined) return 0;
-      const t0 = performance.now();
-      let said = false;
-      while (lock(LOCK_EX | LOCK_NB) !== 0) {
-        if (!said) {
-          said = true;
-          waiting?.();
-        }
-        await Bun.sleep(pollMs);
+  let held: "shared" | "alone" | undefined;
+  const take = async (mode: "shared" | "alone", waiting?: () => void): Promise<number> => {
+    if (held === mode || open() === undefined) return 0;
+    const t0 = performance.now();
+    let said = false;
+    while (lock((mode === "alone" ? LOCK_EX : LOCK_SH) | LOCK_NB) !== 0) {
+      if (!said) {
+        said = true;
+        waiting?.();
       }
-      held = true;
-      return said ? (performance.now() - t0) / 1000 : 0;
-    },
+      await Bun.sleep(pollMs);
+    }
+    held = mode;
+    return said ? (performance.now() - t0) / 1000 : 0;
+  };
+  return {
+    share: (waiting) => take("shared", waiting),
+    enter: (waiting) => take("alone", waiting),
     leave() {
-      if (!held) return;
-      held = false;
+      if (held === undefined) return;
+      held = undefined;
       lock(LOCK_UN);
     },
   };

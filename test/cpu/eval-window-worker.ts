@@ -2,9 +2,9 @@
  * A GPU worker of `kerncap eval` for the CPU tests of the GPUs' timing windows
  * (src/util/timing-window.ts): the real protocol and the real judge (src/eval/worker.ts EvalJudge,
  * its window and its `waiting`/`started` lines, as `kerncap eval --worker` writes them), with a
- * session that needs no GPU: each comparison enters the candidate's timing window, "times" for
- * $EVAL_WINDOW_MS ms, appends "<pid> <enter ms> <leave ms>" (ms since the epoch) to
- * $EVAL_WINDOW_LOG, and leaves.
+ * session that needs no GPU: each comparison holds the candidate's timing window shared for its
+ * "checked runs" ($EVAL_WINDOW_CHECK_MS ms), then alone for its "timed rounds" ($EVAL_WINDOW_MS ms),
+ * and appends "<pid> shared|alone <from ms> <to ms>" (ms since the epoch) for each to $EVAL_WINDOW_LOG.
  */
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -15,6 +15,7 @@ import { noGpuResult, noGpuSession } from "./fixtures.ts";
 
 const write = (x: object) => process.stdout.write(JSON.stringify(x) + "\n");
 const holdMs = Number(process.env.EVAL_WINDOW_MS ?? 200);
+const checkMs = Number(process.env.EVAL_WINDOW_CHECK_MS ?? 100);
 
 const judge = new EvalJudge(
   () => write({ started: true }),
@@ -24,13 +25,19 @@ const judge = new EvalJudge(
     return {
       ...session,
       runCompared: async (_baseline, candidate) => {
+        const w = candidate.timingWindow ?? { share: async () => 0, enter: async () => 0, leave() {} };
+        // the checked runs, in the shared window; then the timed rounds, alone in it
+        let waited = await w.share();
+        const s0 = Date.now();
         const result = await session.run(candidate);
-        const waited = await candidate.timingWindow!.enter();
+        await Bun.sleep(checkMs);
+        const s1 = Date.now();
+        waited += await w.enter();
         const t0 = Date.now();
         await Bun.sleep(holdMs);
         const t1 = Date.now();
-        candidate.timingWindow!.leave();
-        appendFileSync(process.env.EVAL_WINDOW_LOG!, `${process.pid} ${t0} ${t1}\n`);
+        w.leave();
+        appendFileSync(process.env.EVAL_WINDOW_LOG!, `${process.pid} shared ${s0} ${s1}\n${process.pid} alone ${t0} ${t1}\n`);
         const compare = {
           baselineMedianUs: 10,
           candidateMedianUs: 10,
@@ -45,7 +52,7 @@ const judge = new EvalJudge(
           detectable: 0.02,
           pairs: 20,
           seconds: holdMs / 1000,
-          waitSeconds: waited,
+          ...(candidate.timingWindow ? { waitSeconds: waited } : {}),
           text: "same within 1% (0.99–1.01)",
           method: "fake",
         } as unknown as TimingComparison;

@@ -15,6 +15,25 @@ import { captureWithSource, tempDir } from "./fixtures.ts";
 const WINDOW_WORKER = join(import.meta.dir, "eval-window-worker.ts");
 
 describe("timing windows", () => {
+  test("shared holders overlap, an alone holder waits for them and they for it", async () => {
+    const path = timingWindowFile(tempDir(), "0");
+    const [a, b, c] = [fileTimingWindow(path), fileTimingWindow(path), fileTimingWindow(path)];
+    expect(await a.share()).toBe(0);
+    expect(await b.share()).toBe(0);
+    let told = 0;
+    setTimeout(() => a.leave(), 60);
+    setTimeout(() => b.leave(), 120);
+    expect(await c.enter(() => told++)).toBeGreaterThan(0.1);
+    expect(told).toBe(1);
+    setTimeout(() => c.leave(), 80);
+    expect(await a.share()).toBeGreaterThan(0.05);
+    // a holder that shares, then enters, converts its own lock: no wait for itself
+    a.leave();
+    expect(await a.share()).toBe(0);
+    expect(await a.enter()).toBe(0);
+    a.leave();
+  });
+
   test("a second holder waits until the first leaves, is told once, and says how long it waited; another GPU's window is its own", async () => {
     const d = tempDir();
     const path = timingWindowFile(d, "0");
@@ -57,7 +76,7 @@ describe("timing windows", () => {
     expect(told).toBe(0);
   });
 
-  test("two workers of an eval time one at a time, and a wait for the window longer than the watchdog's bound is not a timeout", async () => {
+  test("two workers of an eval time one at a time, alone on the GPU, and a wait for the window longer than the watchdog's bound is not a timeout", async () => {
     const cap = await captureWithSource();
     const d = tempDir("kerncap-cands-");
     const files = ["a", "b", "c", "d"].map((n) => {
@@ -87,14 +106,32 @@ describe("timing windows", () => {
       const spans = readFileSync(log, "utf8")
         .trim()
         .split("\n")
-        .map((l) => l.split(" ").map(Number))
-        .sort((x, y) => x[1]! - y[1]!);
-      expect(spans.length).toBe(4);
-      expect(new Set(spans.map((s) => s[0])).size).toBe(2); // both workers timed
-      for (let i = 1; i < spans.length; i++) expect(spans[i]![1]!).toBeGreaterThanOrEqual(spans[i - 1]![2]!);
+        .map((l) => l.split(" "))
+        .map(([pid, how, from, to]) => ({ pid, how, from: Number(from), to: Number(to) }));
+      const alone = spans.filter((s) => s.how === "alone");
+      expect(alone.length).toBe(4);
+      expect(new Set(alone.map((s) => s.pid)).size).toBe(2); // both workers timed
+      // nothing of another worker, shared or timed, overlaps a worker's timed rounds
+      for (const t of alone) for (const o of spans.filter((s) => s.pid !== t.pid)) expect(o.to <= t.from || o.from >= t.to).toBe(true);
       const waits = report.records.map((r) => r.timing?.waitSeconds ?? -1);
       expect(waits.every((w) => w >= 0)).toBe(true);
       expect(Math.max(...waits)).toBeGreaterThan(0.2);
+      // --shared-timing: no window, no wait recorded
+      const shared = await runEval(
+        fakeEvalOptions([cap], files.slice(0, 2), {
+          slots: [null, null],
+          sharedTiming: true,
+          open: (say, w, warm, windows) =>
+            workerCommand([process.execPath, WINDOW_WORKER], { ...SETTINGS, ...(warm ? { warm } : {}), ...(windows ? { timingWindows: windows } : {}) }, say, {
+              watchdog: w.ms,
+              timedOut: w.timedOut,
+            }),
+        }),
+      );
+      expect(shared.records.map((r) => [r.verdict, r.timing?.waitSeconds])).toEqual([
+        ["match", undefined],
+        ["match", undefined],
+      ]);
     } finally {
       delete process.env.EVAL_WINDOW_LOG;
       delete process.env.EVAL_WINDOW_MS;

@@ -192,6 +192,12 @@ export default defineCommand({
     },
     "workers-per-gpu": { type: "string", description: "Worker processes per GPU (small kernels leave room for several)", default: "1", valueHint: "N" },
     jobs: { type: "string", description: "Builds at once (default: the CPU count)", valueHint: "N" },
+    "shared-timing": {
+      type: "boolean",
+      description:
+        "Several workers on one GPU time their comparisons at once, time-slicing the GPU (more candidates a minute on long kernels, wider intervals); by default the timed rounds take turns",
+      default: false,
+    },
     "full-build": {
       type: "boolean",
       description: "Build every candidate by the capture's build.sh (the default: kept for scripts that say it)",
@@ -338,6 +344,7 @@ export default defineCommand({
         buildOnly: Boolean(args["build-only"]),
         ...(args.shard !== undefined ? { shard: parseShard(String(args.shard)) } : {}),
         slots,
+        ...(args["shared-timing"] ? { sharedTiming: true } : {}),
         jobs: args.jobs !== undefined ? intArg("jobs", args.jobs, availableParallelism(), 1024, 1) : availableParallelism(),
         timeoutS: intArg("timeout", args.timeout, 10, 86_400, 1),
         trust: trustArg(args.trust, rawArgs),
