@@ -145,7 +145,7 @@ export const WATCHDOG_MAX_MS = 6 * 3_600_000;
  */
 export function evalWorkers(settings: EvalSettings, verbose: boolean, clean: (line: string) => string): EvalOptions["open"] {
   return (say, watchdog, warm, timingWindows) =>
-    workerCommand(workerArgv("eval", verbose), { ...settings, ...(warm !== undefined ? { warm } : {}), ...(timingWindows !== undefined ? { timingWindows } : {}) }, (l) => say(clean(l)), {
+    workerCommand(workerArgv("eval", verbose), { ...settings, warm, timingWindows }, (l) => say(clean(l)), {
       watchdog: watchdog.ms,
       timedOut: watchdog.timedOut,
     });
@@ -554,7 +554,15 @@ async function runOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Rec
   }
 }
 
-async function judgeOnWorkers(queue: TaskQueue<EvalTask>, o: EvalOptions, rec: Recorder, watchdog: Watchdog, stops: StopSignals, warm: string, windows?: string): Promise<void> {
+async function judgeOnWorkers(
+  queue: TaskQueue<EvalTask>,
+  o: EvalOptions,
+  rec: Recorder,
+  watchdog: Watchdog,
+  stops: StopSignals,
+  warm: string,
+  windows?: string,
+): Promise<void> {
   // a worker makes the first input resident as it starts (before its first task, or, replacing one ended by a fault or a
   // timeout, at once: the next task finds it ready)
   await drainQueue(

@@ -217,7 +217,7 @@ class Session implements ReplaySession {
     try {
       const p = await this.prepare(o, l);
       if (p.fault) return p.fault;
-      const times = this.time([p], o);
+      const times = this.timeInterleaved([p], o, 0)[0]!; // one prepared kernel's timed launches
       return p.finish(times, false, await this.clocks);
     } finally {
       unloadModule(l);
@@ -235,31 +235,25 @@ class Session implements ReplaySession {
       if ("error" in b!) throw b.error;
       return { baseline: a.result, candidate: b.result, compare: null };
     }
-    // each module loaded a second time (one checked run: the same module again) and timed in the
-    // same rounds: the placement's share of a difference halves, and each A/A difference is the
-    // kernel's own noise floor (src/replay/stats.ts); more rounds until the comparison is decided
-    // or the budget ends
+    // each module loaded a second time (one checked run: the same module again) and timed in the same rounds: the
+    // placement's share of a difference halves, and each A/A difference is the kernel's own noise floor
+    // (src/replay/stats.ts); more rounds until the comparison is decided or the budget ends
     let compare: TimingComparison | null = null;
-    const window = candidate.timingWindow;
-    // the GPU's window (src/util/timing-window.ts): the resets, loads and checked runs shared with other processes' such
-    // work, the timed rounds alone
-    let waited = window ? await window.share() : undefined;
+    const window = candidate.timingWindow; // src/util/timing-window.ts: shared for resets, loads and checked runs, alone to time
+    let waited = (await window?.share()) ?? 0;
     const [a, b] = await this.withPrepared([baseline, candidate, { ...baseline, runs: 1 }, { ...candidate, runs: 1 }], false, async (ps) => {
       let round = 0;
-      if (window) waited! += await window.enter();
-      try {
-        const out = await adaptiveCompare(
-          (n) => {
-            const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
-            round += n;
-            return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
-          },
-          { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
-        );
-        compare = { ...out.compare, seconds: out.seconds, ...(waited !== undefined ? { waitSeconds: waited } : {}) };
-      } finally {
-        window?.leave();
-      }
+      waited += (await window?.enter()) ?? 0;
+      const out = await adaptiveCompare(
+        (n) => {
+          const t = this.timeInterleaved(ps, { ...timing, iters: n }, round);
+          round += n;
+          return { a: t[0]!, b: t[1]!, aa: t[2]!, bb: t[3]! };
+        },
+        { minRounds: iters, block: blockOf(ps.length), budgetSeconds: candidate.compareBudgetSeconds ?? COMPARE_SECONDS },
+      );
+      window?.leave();
+      compare = { ...out.compare, seconds: out.seconds, ...(window ? { waitSeconds: waited } : {}) };
       return this.roundTimes;
     }).finally(() => window?.leave());
     if ("error" in a!) throw a.error;
@@ -315,22 +309,15 @@ class Session implements ReplaySession {
     return { mod: be.loadModule(image, modFile, m), modFile, moduleWaitSeconds, t2, release: [], ...(rebuiltLaunch ? { rebuiltLaunch } : {}) };
   }
 
-  /** Timed launches of one prepared kernel (the list finish takes). */
-  private time(ps: [Prepared], o: RunOptions): number[] {
-    return this.timeInterleaved(ps, o, 0)[0]!;
-  }
-
   /** Every kernel's times of the timeInterleaved calls since the last one at round 0 (µs, in launch order). */
   private roundTimes: number[][] = [];
 
   /**
-   * 6. Timed launches, each from the before state: `setup.warmup` warm-up launches each (2; none
-   * when iters is 0: under a profiler or compute-sanitizer; none when `firstRound` > 0, a
-   * continuation), then `iters` timed ones each. With several kernels, one launch of each per round
-   * in the balanced order of src/replay/stats.ts roundOrder (A B, B A, …; rounds numbered from
-   * `firstRound`), so that a position effect (the launch right after the restore) falls on all
-   * alike. Before each launch, after its restore, the L2 step of l2Step (src/replay/timing-setup.ts
-   * timeOneLaunch). The clocks are read meanwhile (this.clocks).
+   * 6. Timed launches, each from the before state: `setup.warmup` warm-up launches each (2; none when iters is 0: under a
+   * profiler or compute-sanitizer; none when `firstRound` > 0, a continuation), then `iters` timed ones each. With several
+   * kernels, one launch of each per round in the balanced order of src/replay/stats.ts roundOrder (A B, B A, …; rounds
+   * numbered from `firstRound`), so that a position effect (the launch right after the restore) falls on all alike. Before
+   * each launch, after its restore, the L2 step of l2Step (src/replay/timing-setup.ts timeOneLaunch). The clocks are read meanwhile (this.clocks).
    * @returns each kernel's times of this call (µs), in launch order; this.roundTimes holds them since round 0
    */
   private timeInterleaved(ps: Prepared[], o: RunOptions, firstRound: number): number[][] {
