@@ -15,7 +15,9 @@
  * description: an inherited fd would be one lock shared by all). The kernel lets go of a lock whose
  * holder ended, however it ended (a worker killed by the watchdog mid-comparison): a lock is
  * never left behind. Waiting polls (LOCK_NB) and yields to the event loop, so the worker's protocol
- * lines go out while it waits.
+ * lines go out while it waits. A shared holder that enters converts its lock: Linux removes the
+ * shared lock before it tries the exclusive one, and a try that fails leaves none (fs/locks.c
+ * flock_lock_inode), so two shared holders that both enter never wait for each other forever.
  */
 import { closeSync, constants, fstatSync, openSync } from "node:fs";
 import { join } from "node:path";

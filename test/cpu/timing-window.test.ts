@@ -34,6 +34,18 @@ describe("timing windows", () => {
     a.leave();
   });
 
+  test("two shared holders that both enter do not deadlock: a conversion that fails lets go of the shared lock (flock(2)), one enters, then the other", async () => {
+    const path = timingWindowFile(tempDir(), "0");
+    const [a, b] = [fileTimingWindow(path), fileTimingWindow(path)];
+    await a.share();
+    await b.share();
+    const order: string[] = [];
+    const pa = a.enter().then(() => (order.push("a"), setTimeout(() => a.leave(), 30)));
+    const pb = b.enter().then(() => (order.push("b"), setTimeout(() => b.leave(), 30)));
+    await Promise.race([Promise.all([pa, pb]), Bun.sleep(3000).then(() => order.push("deadlock"))]);
+    expect(order.sort()).toEqual(["a", "b"]);
+  });
+
   test("a second holder waits until the first leaves, is told once, and says how long it waited; another GPU's window is its own", async () => {
     const d = tempDir();
     const path = timingWindowFile(d, "0");
