@@ -28,7 +28,7 @@ import { KerncapError } from "./errors.ts";
 import { othersMayWrite } from "./user-group.ts";
 import { log } from "./log.ts";
 import { escapeForTerminal } from "./escape.ts";
-import { markTemp, pidAlive, removeStaleTemps, TEMP_MARKER, tempFor } from "./leftovers.ts";
+import { markTemp, pidNamespace, processGone, removeStaleTemps, TEMP_MARKER, tempFor } from "./leftovers.ts";
 
 export interface CacheFile {
   /** Path inside the folder ("a/b.txt"). */
@@ -284,8 +284,9 @@ export function cachedFolder(name: string, files: CacheFile[], env: Env = proces
 const swept = new Set<string>();
 
 /**
- * Remove, once per process for each `base` and `prefix`, the folders `prefix<pid>-*` in `base` that
- * privateTempFolder made for a process that is gone (pidAlive: none with that pid). Only a folder
+ * Remove, once per process for each `base` and `prefix`, the folders `prefix<pid>-[n<pid namespace>-]*`
+ * in `base` that privateTempFolder made for a process that is gone (processGone: none with that pid
+ * in this pid namespace; a folder of another namespace is left alone). Only a folder
  * (lstat: no link) of the effective user with no bit for group or others is removed, as
  * privateTempFolder makes them; anything else of that name is left. Never throws.
  */
@@ -294,7 +295,7 @@ export function sweepDeadFolders(base: string, prefix: string): void {
   if (swept.has(key)) return;
   swept.add(key);
   const uid = process.geteuid?.();
-  const named = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(\\d+)-[^/]+$`);
+  const named = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(\\d+)-(?:n(\\d+)-)?[^/-]+$`);
   let names: string[];
   try {
     names = readdirSync(base);
@@ -303,7 +304,7 @@ export function sweepDeadFolders(base: string, prefix: string): void {
   }
   for (const n of names) {
     const m = named.exec(n);
-    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
+    if (!m || !processGone(Number(m[1]), m[2])) continue;
     const p = join(base, n);
     try {
       const st = lstatSync(p);
@@ -318,7 +319,7 @@ export function sweepDeadFolders(base: string, prefix: string): void {
 
 /**
  * A new private folder under TMPDIR (os.tmpdir(), or `base`) for this process:
- * mkdtemp(`prefix<pid>-`XXXXXX), mode 0700, checked after it is made to be a folder (not a link) of the effective user with no
+ * mkdtemp(`prefix<pid>-n<pid namespace>-`XXXXXX), mode 0700, checked after it is made to be a folder (not a link) of the effective user with no
  * bit for group or others. TMPDIR is vetted first (privateFolderRisk of a name inside it): in a
  * TMPDIR that others can write and that is not sticky (or that belongs to another user), another
  * user could rename kerncap's folder away and put one of theirs at its name (rename(2),
@@ -349,7 +350,9 @@ export function privateTempFolder(prefix: string, base = tmpdir()): string {
   sweepDeadFolders(base, prefix);
   let dir: string;
   try {
-    dir = mkdtempSync(join(base, `${prefix}${process.pid}-`));
+    // the pid namespace in the name: a kerncap in another one (a container sharing TMPDIR) leaves the folder alone
+    const ns = pidNamespace();
+    dir = mkdtempSync(join(base, `${prefix}${process.pid}-${ns ? `n${ns}-` : ""}`));
   } catch (e) {
     throw new KerncapError("E_TMPDIR", `cannot make a private folder in TMPDIR ${base}: ${reason(e)}`, {
       hint: "Set TMPDIR to a writable folder of your own.",

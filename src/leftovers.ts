@@ -6,7 +6,7 @@
  * that another user who can write the folder cannot plant a link under the next name.
  */
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 
 /**
@@ -24,6 +24,34 @@ export function pidAlive(pid: number): boolean {
     return (e as NodeJS.ErrnoException).code === "EPERM";
   }
   return !zombie(pid);
+}
+
+let pidNs: string | undefined;
+/**
+ * This process's pid namespace: the inode number of /proc/self/ns/pid ("4026531836"), "" where it
+ * cannot be read. A pid names a process only inside its namespace: two containers (or `unshare
+ * --pid`) sharing a TMPDIR see each other's pids as gone, or as some other process.
+ */
+export function pidNamespace(): string {
+  if (pidNs === undefined) {
+    try {
+      pidNs = /\[(\d+)\]/.exec(readlinkSync("/proc/self/ns/pid"))?.[1] ?? "";
+    } catch {
+      pidNs = "";
+    }
+  }
+  return pidNs;
+}
+
+/**
+ * Whether the process `pid` of the pid namespace `ns` (pidNamespace's; undefined: a name written
+ * before namespaces were recorded, taken as this one's) is known to be gone: false for a pid of
+ * another namespace, whose processes this one cannot see (adversary 75: an eval in its own pid
+ * namespace removed the private folders of a live eval outside it, sharing TMPDIR).
+ */
+export function processGone(pid: number, ns?: string): boolean {
+  if (ns !== undefined && ns !== pidNamespace()) return false;
+  return !pidAlive(pid);
 }
 
 /** Whether /proc says `pid` is a zombie (state Z after the command's closing parenthesis); false where /proc cannot tell. */

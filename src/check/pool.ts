@@ -72,6 +72,64 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
   return workerCommand(workerArgv("check", log.level >= 4), settings, say);
 }
 
+/** workerCommand's watchdog: the bound of a task (ms), of its first launch (ms; undefined: none), and a task's outcome past either. */
+interface WorkerWatchdog<T, O> {
+  watchdog?: (t: T) => number;
+  firstLaunch?: (t: T) => number | undefined;
+  timedOut?: (t: T, ms: number, first?: boolean) => O;
+}
+
+/** The task a worker is running, with its watchdogs' timers (the whole task's, its first launch's). */
+interface PendingTask<T, O> {
+  task: T;
+  resolve: (o: O) => void;
+  reject: (e: Error) => void;
+  timer?: ReturnType<typeof setTimeout>;
+  launchTimer?: ReturnType<typeof setTimeout>;
+}
+
+function clearTimers(q: Pick<PendingTask<unknown, unknown>, "timer" | "launchTimer"> | undefined): void {
+  if (q?.timer) clearTimeout(q.timer);
+  if (q?.launchTimer) clearTimeout(q.launchTimer);
+}
+
+/**
+ * A worker's line that only moves the watchdogs of its task `q` (workerCommand): waiting stops the
+ * task's timer, started arms it (when not armed), launch begin arms the first launch's and end
+ * stops it; `expire(q, ms, first)` runs when one runs out. False for any other line (an outcome).
+ */
+function watchdogLine<T, O>(
+  line: { outcome?: unknown; started?: boolean; waiting?: boolean; launch?: string },
+  q: PendingTask<T, O> | undefined,
+  o: WorkerWatchdog<T, O>,
+  expire: (q: PendingTask<T, O>, ms: number, first: boolean) => void,
+): boolean {
+  if (line.outcome !== undefined) return false;
+  if (line.waiting === true) {
+    // the worker waits for its GPU's timing window (src/util/timing-window.ts): not a hang; its next started arms the watchdog again
+    if (q?.timer) clearTimeout(q.timer);
+    if (q) q.timer = undefined;
+    return true;
+  }
+  if (line.started === true) {
+    // the worker is launching the kernel: the watchdog runs from here (a restore of many GiB before it is not a hang)
+    if (q && o.watchdog && o.timedOut && !q.timer) {
+      const ms = o.watchdog(q.task);
+      q.timer = setTimeout(() => expire(q, ms, false), ms);
+    }
+    return true;
+  }
+  if (line.launch !== undefined) {
+    // the candidate's first launch (begin … end): a hung kernel hangs there, and is killed at that launch's own bound
+    if (q?.launchTimer) clearTimeout(q.launchTimer);
+    if (q) q.launchTimer = undefined;
+    const ms = q && o.timedOut && line.launch === "begin" ? o.firstLaunch?.(q.task) : undefined;
+    if (q && ms !== undefined) q.launchTimer = setTimeout(() => expire(q, ms, true), ms);
+    return true;
+  }
+  return false;
+}
+
 /**
  * Workers as child processes running `argv` (started without ASLR where setarch can), speaking
  * the protocol of src/check/worker.ts: settings, then one task a line in; one `{"outcome": O}` a
@@ -79,14 +137,13 @@ export function workerProcesses(settings: CheckSettings, say: (line: string) => 
  * arms `o.watchdog`: when the outcome has not come `watchdog(task)` ms later, the worker's group
  * is killed (SIGKILL) and the task ends as `o.timedOut(task, ms)` (TaskEnded). A line
  * `{"waiting": true}` (the worker waits for its GPU's timing window) stops the watchdog until the
- * next `{"started": true}`, which arms it again from its full bound.
+ * next `{"started": true}`, which arms it again from its full bound. Lines `{"launch": "begin"}`
+ * and `{"launch": "end"}` around the candidate's first launch arm and stop a second, shorter
+ * watchdog, `o.firstLaunch(task)` ms (undefined: none), ending the task as `o.timedOut(task, ms,
+ * true)`: a hung kernel hangs at its first launch, and is known hung long before the whole
+ * judgement's bound.
  */
-export function workerCommand<T, O>(
-  argv: string[],
-  settings: unknown,
-  say: (line: string) => void,
-  o: { watchdog?: (t: T) => number; timedOut?: (t: T, ms: number) => O } = {},
-): OpenRunner<T, O> {
+export function workerCommand<T, O>(argv: string[], settings: unknown, say: (line: string) => void, o: WorkerWatchdog<T, O> = {}): OpenRunner<T, O> {
   const prefix = noAslr();
   return (slot, gpu) => {
     const env = selfEnv();
@@ -107,40 +164,30 @@ export function workerCommand<T, O>(
         say(`${label} ${l}`);
       }
     })();
-    let pending: { task: T; resolve: (o: O) => void; reject: (e: Error) => void; timer?: ReturnType<typeof setTimeout> } | undefined;
+    let pending: PendingTask<T, O> | undefined;
+    /** End the pending task as timed out after `ms` (the worker's group killed). */
+    const expire = (q: PendingTask<T, O>, ms: number, first: boolean) => {
+      if (pending !== q) return;
+      pending = undefined;
+      retired = true;
+      clearTimers(q);
+      killGroup(p.pid, "SIGKILL");
+      q.reject(new TaskEnded(o.timedOut!(q.task, ms, first)));
+    };
     let retired = false;
     const out = lines(p.stdout);
     void (async () => {
       for await (const l of out) {
         const q = pending;
-        let line: { outcome?: O; retire?: boolean; started?: boolean; waiting?: boolean };
+        let line: { outcome?: O; retire?: boolean; started?: boolean; waiting?: boolean; launch?: string };
         try {
           line = JSON.parse(l);
         } catch {
           line = {};
         }
-        if (line.waiting === true && line.outcome === undefined) {
-          // the worker waits for its GPU's timing window (src/util/timing-window.ts): not a hang; its next started arms the watchdog again
-          if (q?.timer) clearTimeout(q.timer);
-          if (q) q.timer = undefined;
-          continue;
-        }
-        if (line.started === true && line.outcome === undefined) {
-          // the worker is launching the kernel: the watchdog runs from here (a restore of many GiB before it is not a hang)
-          if (q && o.watchdog && o.timedOut && !q.timer) {
-            const ms = o.watchdog(q.task);
-            q.timer = setTimeout(() => {
-              if (pending !== q) return;
-              pending = undefined;
-              retired = true;
-              killGroup(p.pid, "SIGKILL");
-              q.reject(new TaskEnded(o.timedOut!(q.task, ms)));
-            }, ms);
-          }
-          continue;
-        }
+        if (watchdogLine(line, q, o, expire)) continue;
         pending = undefined;
-        if (q?.timer) clearTimeout(q.timer);
+        clearTimers(q);
         if (line.outcome === undefined) {
           q?.reject(new Error(`${label} wrote a line that is not an outcome: ${l.slice(0, 200)}`));
           continue;
@@ -149,7 +196,7 @@ export function workerCommand<T, O>(
         q?.resolve(line.outcome);
       }
       const code = await p.exited;
-      if (pending?.timer) clearTimeout(pending.timer);
+      clearTimers(pending);
       pending?.reject(new Error(`the worker process ended (${p.signalCode ?? `exit ${code}`})${tail.length ? `: ${tail.join(" / ")}` : ""}`));
       pending = undefined;
     })();

@@ -48,23 +48,14 @@ import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts"
 import { BUILD_INPUT, EVAL_RECORDS, EVAL_SHARD_MARKER, recordKey, refuseSharedRecords, reportOf, unjudgedKind, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
 
-/** The watchdog's floor (s): no bound is shorter, however short the captured kernel. */
-export const TIMEOUT_FLOOR_S = 10;
-/** The watchdog allows this many times the captured kernel time for every launch a judgement makes. */
-export const TIMEOUT_FACTOR = 100;
-
 export { copyName, EVAL_WORK_DIR } from "./copies.ts";
+export { FIRST_LAUNCH_FLOOR_S, firstLaunchMs, TIMEOUT_FACTOR, TIMEOUT_FLOOR_S, WATCHDOG_MAX_MS, watchdogMs, type Watchdog } from "./watchdog.ts";
+import { watchdogOf, type Watchdog } from "./watchdog.ts";
 
 import { resolveInputs, verifyInputs, type EvalInput } from "./inputs.ts";
 import { Recorder, type Pending } from "./recorder.ts";
 
 export { resolveInputs, verifyInputs, type EvalInput };
-
-/** The watchdog of the GPU workers (src/check/pool.ts workerCommand). */
-export interface Watchdog {
-  ms: (t: EvalTask) => number;
-  timedOut: (t: EvalTask, ms: number) => EvalOutcome;
-}
 
 export interface EvalOptions {
   /** Capture folders and capture sets (the inputs). */
@@ -116,28 +107,6 @@ export interface EvalOptions {
 }
 
 /**
- * The watchdog's bound for one candidate on an input (ms): TIMEOUT_FACTOR × the captured kernel
- * time (manifest timing.app_launch_us) for each launch of a judgement (the captured module's
- * checked one, the candidate's checked ones, 2 × iters timed, warm-ups), plus the time to put the
- * input's memory back at 1 GB/s (bytes the regions hold), at most WATCHDOG_MAX_MS, never below
- * `floorS` (--timeout, at most a day).
- */
-export function watchdogMs(m: Manifest, s: EvalSettings, floorS: number): number {
-  const appUs = m.timing?.app_launch_us ?? 0;
-  const launches = 1 + (s.runs ?? 8) + 2 * s.iters + 4;
-  const restoreMs = m.regions.reduce((a, r) => a + r.size, 0) / 1e6;
-  const fromCapture = Math.min(WATCHDOG_MAX_MS, (TIMEOUT_FACTOR * appUs * launches) / 1000 + restoreMs);
-  return Math.round(Math.max(floorS * 1000, fromCapture));
-}
-
-/**
- * The most the watchdog's bound grows from a capture's own figures (ms): 6 hours. A received
- * manifest's kernel time or region sizes could ask past 2^31 - 1 ms, which the timer takes as 1 ms
- * (a candidate killed at once), or for weeks (a hung candidate never killed): adversary 64.
- */
-export const WATCHDOG_MAX_MS = 6 * 3_600_000;
-
-/**
  * The GPU workers of an eval: `kerncap eval --worker` processes of this same kerncap
  * (src/check/pool.ts workerCommand, src/util/self-exec.ts workerArgv), each with the watchdog's bound;
  * each line a worker prints on stderr goes to `say` through `clean` (untrusted text: a kernel's
@@ -147,6 +116,7 @@ export function evalWorkers(settings: EvalSettings, verbose: boolean, clean: (li
   return (say, watchdog, warm, timingWindows) =>
     workerCommand(workerArgv("eval", verbose), { ...settings, warm, timingWindows }, (l) => say(clean(l)), {
       watchdog: watchdog.ms,
+      firstLaunch: watchdog.firstLaunchMs,
       timedOut: watchdog.timedOut,
     });
 }
@@ -371,26 +341,6 @@ function openResults(
   if (o.resume)
     log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
   return { results, kept, pending, subjects };
-}
-
-/** The watchdog of this run's GPU workers: each input's bound (watchdogMs), and the outcome of a candidate killed past it. */
-function watchdogOf(o: EvalOptions, inputs: EvalInput[]): Watchdog {
-  const floorS = o.timeoutS ?? TIMEOUT_FLOOR_S;
-  const manifests = new Map(inputs.map((i) => [i.id, i.manifest]));
-  return {
-    ms: (t) => watchdogMs(manifests.get(t.input)!, o.settings, floorS),
-    timedOut: (t, ms) => ({
-      candidate: t.candidate,
-      input: t.input,
-      verdict: "timeout",
-      reason: `its launches ran past ${(ms / 1000).toFixed(1)} s (${TIMEOUT_FACTOR}× the captured kernel time per launch, at least ${floorS} s): killed with its worker`,
-      code: "E_TIMEOUT",
-      numerics: null,
-      timing: null,
-      runSeconds: ms / 1000,
-      device: null,
-    }),
-  };
 }
 
 /**

@@ -105,7 +105,9 @@ export const VERDICT_ORDER: readonly EvalVerdict[] = ["compile-error", "layout-c
  * estimate lies in its interval: src/replay/stats.ts compareTimings), faster with its interval
  * above 1 and slower below, and the speedup within RATIO_FACTOR of baselineMedianUs /
  * candidateMedianUs (not 1%: the speedup is a Hodges–Lehmann estimate over the launch pairs, not
- * the medians' ratio; see RATIO_FACTOR). Read back by --resume and --merge (EVAL_RECORDS).
+ * the medians' ratio; see RATIO_FACTOR); the comparison's seconds, waitSeconds, pairs (an integer)
+ * and detectable never negative, its seconds and waitSeconds each no more than the record's
+ * runSeconds. Read back by --resume and --merge (EVAL_RECORDS).
  */
 export function evalRecordProblem(r: EvalRecord): string | undefined {
   if ((r.verdict === "match" || r.verdict === "mismatch") && (r.numerics === null || r.device === null || r.worker === null))
@@ -130,6 +132,19 @@ export function evalRecordProblem(r: EvalRecord): string | undefined {
     if (!(t.low <= t.speedup && t.speedup <= t.high)) return `timing.speedup ${t.speedup} lies outside its interval [${t.low}, ${t.high}]`;
     if (t.verdict === "faster" && !(t.low > 1)) return `timing.verdict is "faster" but its interval [${t.low}, ${t.high}] does not lie above 1`;
     if (t.verdict === "slower" && !(t.high < 1)) return `timing.verdict is "slower" but its interval [${t.low}, ${t.high}] does not lie below 1`;
+    // the comparison's own counts (adversary 75: a sealed record's waitSeconds -1e300 was merged as it was)
+    const count = (
+      [
+        ["seconds", t.seconds],
+        ["waitSeconds", t.waitSeconds],
+        ["pairs", t.pairs],
+        ["detectable", t.detectable],
+      ] as const
+    ).find(([, x]) => x !== undefined && x !== null && x < 0);
+    if (count) return `timing.${count[0]} is ${count[1]}: never negative`;
+    if (t.pairs !== undefined && !Number.isInteger(t.pairs)) return `timing.pairs is ${t.pairs}: a count of launch pairs`;
+    const partOfRun = (["seconds", "waitSeconds"] as const).find((k) => (t[k] ?? 0) > r.runSeconds);
+    if (partOfRun) return `timing.${partOfRun} ${t[partOfRun]} is more than runSeconds ${r.runSeconds}, of which it is a part`;
     const medians = t.baselineMedianUs / t.candidateMedianUs;
     if (!withinFactor(t.speedup, medians, RATIO_FACTOR))
       return `timing.speedup ${t.speedup} is not near baselineMedianUs / candidateMedianUs (${t.baselineMedianUs} / ${t.candidateMedianUs} = ${+medians.toPrecision(4)}): the speedup is of these times`;

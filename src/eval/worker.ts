@@ -14,7 +14,9 @@
  * there: a hung kernel is killed with its worker), then `{"outcome": EvalOutcome}`. Where several
  * workers share a GPU, a comparison's timed rounds wait for the GPU's timing window
  * (src/util/timing-window.ts): a wait is said `{"waiting": true}` (the watchdog pauses) and its end
- * `{"started": true}` (the watchdog runs again, from its full bound). After a kernel
+ * `{"started": true}` (the watchdog runs again, from its full bound). `{"launch": "begin"}` and
+ * `{"launch": "end"}` go out around the candidate's first checked launch: the parent bounds that
+ * launch alone (a hung kernel is known hung at its first launch). After a kernel
  * fault (the device context is lost) the outcome says `"retire": true` and the worker ends: the
  * parent starts a fresh one for the next candidate.
  *
@@ -116,12 +118,14 @@ export class EvalJudge {
    *   rounds begin after a wait for the GPU's timing window (the parent's watchdog runs from there)
    * @param open how an input is made resident (openReplay; the CPU tests give a session without a GPU)
    * @param waiting called when the timed rounds wait for the GPU's timing window (the parent's watchdog pauses)
+   * @param launch called before ("begin") and after ("end") the candidate's first checked launch (the parent's watchdog of that launch)
    */
   constructor(
     private readonly started: () => void,
     private readonly open: (dir: string, s: EvalSettings) => Promise<ReplaySession> = (dir, s) =>
       openReplay(openCapture(dir), { verify: s.verify, ordinal: 0 }),
     private readonly waiting: () => void = () => {},
+    private readonly launch?: (what: "begin" | "end") => void,
   ) {}
 
   /** The timing window of this worker's GPU (its CUDA_VISIBLE_DEVICES), telling the parent when it waits and when its launches go on. */
@@ -200,6 +204,7 @@ export class EvalJudge {
         ...timed,
         regionTypes: regionTypesOf(m),
         ...rebuiltRun(fe, m, t.module),
+        ...(this.launch ? { firstLaunch: { begin: () => this.launch!("begin"), end: () => this.launch!("end") } } : {}),
       };
       if (t.grid) {
         const rebuilt = fe.rebuiltLaunch?.(t.module, m);

@@ -367,7 +367,16 @@ export const TOOLS = {
         v.pipe(v.number(), v.integer(), v.minValue(1), v.description("Timed launches of each candidate and of the captured module, interleaved (default 20)")),
       ),
       gpus: v.optional(
-        v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*$/), v.description("GPUs for the workers, as CUDA_VISIBLE_DEVICES takes them: 0,1")),
+        v.pipe(
+          v.string(),
+          v.regex(/^[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*$/),
+          // each GPU once (workersPerGpu gives several workers on one), at most 16: an agent's call starts at most 16 × 8 workers (adversary 75)
+          v.check((g) => {
+            const ids = g.split(",").map((x) => (/^\d+$/.test(x) ? String(Number(x)) : x));
+            return new Set(ids).size === ids.length && ids.length <= 16;
+          }, "each GPU once, at most 16 (workersPerGpu runs several workers on one GPU)"),
+          v.description("GPUs for the workers, each once, as CUDA_VISIBLE_DEVICES takes them: 0,1 (at most 16; workersPerGpu runs several on each)"),
+        ),
       ),
       workersPerGpu: Bounded("Worker processes per GPU (default 1)", MAX_WORKERS_PER_GPU),
       grid: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Triton configs: the launch grid, e.g. 'cdiv(M, BLOCK_M), 1, 1'"))),
@@ -397,7 +406,7 @@ export const TOOLS = {
         ),
       ),
       timeout: Bounded(
-        "The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner (default 10)",
+        "The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner (default 10); its first launch alone past 100× that time, never sooner than 1 s",
         86_400,
       ),
       buildTimeout: Bounded(

@@ -122,8 +122,10 @@ export function checkedRuns(
   let lastSignature = "";
   for (let run = 0; run < nRuns; run++) {
     if (run > 0) run1.restoreChanged();
+    if (run === 0) o.firstLaunch?.begin();
     run1.launch();
     be.sync();
+    if (run === 0) o.firstLaunch?.end();
     scans.push(
       ranges.map((x, i) => {
         const s = scanner.scan(x.base, x.r.size, C);

@@ -176,6 +176,8 @@ export interface ReplayOptions {
    * processes on the same GPU (eval's workers) wait instead of time-slicing the GPU with these rounds.
    */
   timingWindow?: TimingWindow;
+  /** Called before and after this kernel's first checked launch (its launch and the sync): eval's worker tells its parent, whose watchdog bounds that launch alone. */
+  firstLaunch?: { begin(): void; end(): void };
 }
 
 /** Options of one run of a prepared session: ReplayOptions less verify and ordinal (the session's). */

@@ -52,7 +52,8 @@ export interface TimingWindow {
 
 /** The file name of GPU `gpu`'s window in the folder (the worker's CUDA_VISIBLE_DEVICES; "default" where none is set). */
 export function timingWindowFile(folder: string, gpu: string | undefined): string {
-  const safe = (gpu ?? "").replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64) || "default";
+  const id = gpu !== undefined && /^\d+$/.test(gpu) ? String(Number(gpu)) : (gpu ?? ""); // 00 is device 0
+  const safe = id.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64) || "default";
   return join(folder, `timing-${safe}.lock`);
 }
 

@@ -48,7 +48,7 @@ import { privateTempFolder, sharedParentRisk } from "../../src/cache.ts";
 import { isPrivateGroup } from "../../src/user-group.ts";
 import { stageTrustedBuild } from "../../src/format/staged-build.ts";
 import { BUILD_OUTPUT_MAX, runBuildCommand } from "../../src/frontends/build.ts";
-import { tempFor } from "../../src/leftovers.ts";
+import { pidNamespace, tempFor } from "../../src/leftovers.ts";
 import { makePrivateTemp } from "../../src/util/write-file.ts";
 import { checkOptions, deadPid, fakeOutcome, makeCapture, stockBuildSh, tempDir, trustDigest } from "./fixtures.ts";
 
@@ -837,7 +837,16 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
     symlinkSync(target, join(base, `kerncap-evaluate-${dead}-link00`));
     const other = join(base, `kerncap-eval-${dead}-x00000`); // another prefix: its own sweep
     mkdirSync(other, { mode: 0o700 });
+    // a folder of a process in another pid namespace (a container sharing TMPDIR: adversary 75) is left, whatever its pid
+    // means here; one of a process gone from this namespace is removed
+    const ns = pidNamespace();
+    const foreign = join(base, `kerncap-evaluate-${dead}-n${ns}9-f00000`);
+    mkdirSync(foreign, { mode: 0o700 });
+    const goneHere = join(base, `kerncap-evaluate-${dead}-n${ns}-g00000`);
+    mkdirSync(goneHere, { mode: 0o700 });
     const made = privateTempFolder("kerncap-evaluate-", base);
+    expect(made.startsWith(join(base, `kerncap-evaluate-${process.pid}-n${ns}-`))).toBe(true);
+    expect(existsSync(goneHere)).toBe(false);
     expect(made.startsWith(join(base, `kerncap-evaluate-${process.pid}-`))).toBe(true);
     expect(existsSync(left)).toBe(false);
     expect(readdirSync(base).sort()).toEqual(
@@ -847,6 +856,7 @@ describe("attack: another user swaps a folder kerncap made in a folder they can 
         `kerncap-evaluate-${dead}-link00`,
         `kerncap-evaluate-${dead}-open00`,
         `kerncap-evaluate-${process.pid}-d4e5f6`,
+        `kerncap-evaluate-${dead}-n${ns}9-f00000`,
         made.slice(base.length + 1),
       ].sort(),
     );

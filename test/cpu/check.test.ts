@@ -1118,6 +1118,8 @@ describe("the verb", () => {
   test("--gpus: device indices (non-negative integers) or GPU-/MIG- UUIDs, comma-separated; anything else is a usage error with a hint", async () => {
     const { parseGpus } = await import("../../src/cli/commands/check.ts");
     expect(parseGpus("0,1, 1")).toEqual(["0", "1", "1"]);
+    // one spelling per device index (eval's timing windows are per GPU: adversary 75)
+    expect(parseGpus("00,01,10")).toEqual(["0", "1", "10"]);
     expect(parseGpus("GPU-5a3b6c1e-0d2f-4a4b-9c1d-2e3f4a5b6c7d,MIG-4f1e2d3c-1a2b-3c4d-5e6f-7a8b9c0d1e2f")).toHaveLength(2);
     for (const bad of ["x", "-1", "1.5", "0,x", "gpu0", "+1", "0x1", ""]) {
       let e: unknown;

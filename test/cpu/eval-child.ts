@@ -63,7 +63,11 @@ export function fakeBuild(ms = 0, built: string[] = []): NonNullable<EvalOptions
 /** Fake worker processes (eval-fake-worker.ts) through check's pool, with the eval's watchdog. */
 export function fakeWorkers(settings: EvalSettings = SETTINGS): EvalOptions["open"] {
   return (say, w, warm) =>
-    workerCommand([process.execPath, FAKE_WORKER], warm === undefined ? settings : { ...settings, warm }, say, { watchdog: w.ms, timedOut: w.timedOut });
+    workerCommand([process.execPath, FAKE_WORKER], warm === undefined ? settings : { ...settings, warm }, say, {
+      watchdog: w.ms,
+      firstLaunch: w.firstLaunchMs,
+      timedOut: w.timedOut,
+    });
 }
 
 if (import.meta.main) {

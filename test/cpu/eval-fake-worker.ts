@@ -2,7 +2,8 @@
  * A GPU worker of `kerncap eval` for the CPU tests: the real protocol (src/check/worker.ts
  * serveProtocol with src/eval/worker.ts EVAL_PROTOCOL), a fake judge. The candidate's "module"
  * (what the test's build wrote) says what its kernel does, one word and an optional speedup
- * (`match 1.25`, `mismatch`, `hang`, `die`, `fault`), with `INPUT=WORD` lines overriding it for one
+ * (`match 1.25`, `mismatch`, `hang`, `die`, `fault`; `hang-first`, `slow-first MS`, `hang-late`: the
+ * first launch's lines, then a hang there, MS ms there, or a hang after it), with `INPUT=WORD` lines overriding it for one
  * input. Each task appends "<pid> <candidate> <input> <ms since the epoch>" to $EVAL_FAKE_LOG once
  * started; the settings' warm input, made "resident" at the worker's start, appends
  * "<pid> <dir> <ms since the epoch>" to $EVAL_FAKE_WARM_LOG.
@@ -42,6 +43,13 @@ await serveProtocol(
       device: { name: "fake GPU", arch: "sm_90" },
     };
     if (what === "hang") await Bun.sleep(3_600_000);
+    // the first launch's lines, as src/eval/worker.ts writes them: a kernel that hangs at its first launch, or one that
+    // takes `sp` ms there, or one whose first launch ends and which hangs later
+    if (what === "hang-first" || what === "slow-first" || what === "hang-late") write({ launch: "begin" });
+    if (what === "hang-first") await Bun.sleep(3_600_000);
+    if (what === "slow-first") await Bun.sleep(Number(sp));
+    if (what === "slow-first" || what === "hang-late") write({ launch: "end" });
+    if (what === "hang-late") await Bun.sleep(3_600_000);
     if (what === "die") process.kill(process.pid, "SIGKILL");
     if (what === "fault") {
       lost = true;
@@ -55,7 +63,7 @@ await serveProtocol(
         baseline: "match",
         reason: "1 of 2 regions differ from the app's after state: 0x7f0000000000 (device), 12 bytes from byte 0",
       } satisfies EvalOutcome;
-    const s = Number(sp ?? 1);
+    const s = what === "slow-first" ? 1 : Number(sp ?? 1);
     return {
       ...base,
       verdict: "match",

@@ -13,7 +13,7 @@ import { appendFileSync, chmodSync, cpSync, existsSync, mkdirSync, readdirSync, 
 import { dirname, join, resolve } from "node:path";
 import type { OpenRunner } from "../../src/check/pool.ts";
 import { candidateOrRefusal, listedCandidates, materialise, parseCandidate, parseCandidates } from "../../src/eval/candidates.ts";
-import { copyName, WATCHDOG_MAX_MS, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
+import { copyName, firstLaunchMs, WATCHDOG_MAX_MS, watchdogMs, type EvalOptions } from "../../src/eval/eval.ts";
 import { BUILD_INPUT, mergeEval, rankedTable, shortReason, summarize, unjudgedLine } from "../../src/eval/report.ts";
 import { runEval } from "../../src/ops/eval.ts";
 import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
@@ -510,6 +510,30 @@ describe("scheduling", () => {
 });
 
 describe("isolation: real worker processes", () => {
+  test("a kernel that hangs at its first launch is killed at that launch's bound, not the judgement's; a slow first launch within it and a hang after it are not", async () => {
+    const cap = await captureWithSource();
+    const files = candidateFiles({ "first.cu": "hang-first", "slow.cu": "slow-first 400", "late.cu": "hang-late", "ok.cu": "match 1.1" });
+    const t0 = performance.now();
+    const { value: r } = await quiet(() => runEval(options([cap], files, { slots: [null, null], open: fakeWorkers(), timeoutS: 3 })));
+    const by = Object.fromEntries(r.records.map((x) => [x.label, x]));
+    // the fixture's kernel time is 4.5 µs: the first launch's bound is its floor, 1 s; the judgement's is --timeout's 3 s
+    expect(by["first.cu"]).toMatchObject({ verdict: "timeout", code: "E_TIMEOUT", runSeconds: 1 });
+    expect(by["first.cu"]!.reason).toStartWith("its first launch ran past 1.0 s");
+    expect(by["late.cu"]).toMatchObject({ verdict: "timeout", runSeconds: 3 });
+    expect(by["late.cu"]!.reason).toStartWith("its launches ran past 3.0 s");
+    expect(by["slow.cu"]).toMatchObject({ verdict: "match" });
+    expect(by["ok.cu"]).toMatchObject({ verdict: "match" });
+    expect(performance.now() - t0).toBeLessThan(12_000);
+    const m = (await import("../../src/format/capture-dir.ts")).openCapture(cap).manifest;
+    expect(firstLaunchMs(m, SETTINGS, 3)).toBe(1000);
+    // 100× the captured time where that is longer, never past the judgement's bound; none without a kernel time
+    expect(firstLaunchMs({ ...m, timing: { ...m.timing!, app_launch_us: 50_000 } }, SETTINGS, 3)).toBe(5000);
+    expect(firstLaunchMs({ ...m, timing: { ...m.timing!, app_launch_us: 50_000 } }, SETTINGS, 3)).toBeLessThanOrEqual(
+      watchdogMs({ ...m, timing: { ...m.timing!, app_launch_us: 50_000 } }, SETTINGS, 3),
+    );
+    expect(firstLaunchMs({ ...m, timing: { ...m.timing!, app_launch_us: 0 } }, SETTINGS, 3)).toBeUndefined();
+  }, 30_000);
+
   test("a hung kernel is killed at the watchdog's bound (timeout), a worker killed mid-candidate is that candidate's error, a fault retires its worker; the rest go on", async () => {
     const cap = await captureWithSource();
     const log = join(tempDir(), "log");

@@ -66,7 +66,8 @@ export function parseGpus(text: string): string[] {
   }
   if (gpus.length > 256)
     throw new KerncapError("E_USAGE", `--gpus lists ${gpus.length} workers; at most 256`, { hint: "One or a few workers per GPU is enough." });
-  return gpus;
+  // one spelling per device index: 00 is CUDA's device 0, as 0 is (eval's timing windows are per GPU: adversary 75)
+  return gpus.map((g) => (/^\d+$/.test(g) ? String(Number(g)) : g));
 }
 
 /**

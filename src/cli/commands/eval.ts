@@ -228,7 +228,7 @@ export default defineCommand({
     },
     timeout: {
       type: "string",
-      description: `The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner than this`,
+      description: `The watchdog's floor (s): a candidate's launches are killed past 100× the captured kernel time per launch, never sooner than this (its first launch alone past 100× that time, never sooner than 1 s)`,
       default: "10",
       valueHint: "S",
     },
@@ -294,6 +294,7 @@ export default defineCommand({
         () => writeDataLine({ started: true }),
         undefined,
         () => writeDataLine({ waiting: true }),
+        (what) => writeDataLine({ launch: what }),
       );
       await serveProtocol(
         lines(Bun.stdin.stream()),
@@ -328,6 +329,10 @@ export default defineCommand({
       const perGpu = intArg("workers-per-gpu", args["workers-per-gpu"], 1, 64, 1);
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
       const slots = gpus.flatMap((g) => Array.from({ length: perGpu }, () => g));
+      if (slots.length > 256)
+        throw new KerncapError("E_USAGE", `--gpus and --workers-per-gpu ask for ${slots.length} GPU workers; at most 256`, {
+          hint: "One or a few workers per GPU is enough: --gpus lists each GPU once, --workers-per-gpu N runs N on each.",
+        });
       const verbose = log.level >= 4;
       report = await runEval({
         dirs,

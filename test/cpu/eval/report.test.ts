@@ -182,6 +182,13 @@ test("a record whose numbers no run gives (speedup 1e999, low above high, negati
       /"faster" but its interval \[0\.9, 1\.1\] does not lie above 1/,
     ],
     ["negative-build", line("b.cu", {}, { build: { seconds: -1, registers: 32, stackFrameBytes: 0 } }), /build\.seconds is -1: never negative/],
+    // the comparison's own counts (adversary 75: a sealed waitSeconds -1e300 was merged as it was)
+    ["negative-wait", line("w.cu", { waitSeconds: -1e300 }), /timing\.waitSeconds is -1e\+300: never negative/],
+    ["negative-pairs", line("p.cu", { pairs: -3 }), /timing\.pairs is -3: never negative/],
+    ["fraction-pairs", line("p2.cu", { pairs: 2.5 }), /timing\.pairs is 2\.5: a count of launch pairs/],
+    ["negative-detectable", line("dt.cu", { detectable: -2 }), /timing\.detectable is -2: never negative/],
+    ["wait-past-run", line("wr.cu", { waitSeconds: 1e300 }), /timing\.waitSeconds 1e\+300 is more than runSeconds/],
+    ["seconds-past-run", line("sr.cu", { seconds: 1e6 }), /timing\.seconds 1000000 is more than runSeconds/],
   ];
   for (const [name, bad, why] of cases) {
     const f = file(`${name}.jsonl`, line("fast.cu"), bad, line("same.cu", { candidateMedianUs: 10, speedup: 1, low: 0.99, high: 1.02, verdict: "same" }));

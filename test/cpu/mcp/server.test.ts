@@ -503,6 +503,14 @@ describe("kerncap mcp", () => {
     expect(doc(many).error).toMatchObject({ code: "E_USAGE", message: expect.stringContaining(`${availableParallelism()}`) });
     const workers = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "a", files: { "src/k.cu": "x" } }], workersPerGpu: 9 } });
     expect(doc(workers).error.code).toBe("E_USAGE");
+    // one GPU repeated multiplied the workers past workersPerGpu's bound (adversary 75: gpus "0,0,0,0,0" × 8: 40 workers)
+    for (const gpus of ["0,0,0,0,0", "0,00", Array.from({ length: 17 }, (_, i) => i).join(",")]) {
+      const repeated = await c.callTool({
+        name: "evaluate",
+        arguments: { dir, candidates: [{ name: "a", files: { "src/k.cu": "x" } }], gpus, workersPerGpu: 8 },
+      });
+      expect([gpus, doc(repeated).error?.code]).toEqual([gpus, "E_USAGE"]);
+    }
     expect(existsSync(join(dir, "build"))).toBe(false);
     await c.close();
   }, 30_000); // several tool calls, one of 4 MiB: past 5 s on a loaded 2-core machine
