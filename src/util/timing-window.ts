@@ -15,9 +15,8 @@
  * description: an inherited fd would be one lock shared by all). The kernel lets go of a lock whose
  * holder ended, however it ended (a worker killed by the watchdog mid-comparison): a lock is
  * never left behind. Waiting polls (LOCK_NB) and yields to the event loop, so the worker's protocol
- * lines go out while it waits. A shared holder that enters converts its lock: Linux removes the
- * shared lock before it tries the exclusive one, and a try that fails leaves none (fs/locks.c
- * flock_lock_inode), so two shared holders that both enter never wait for each other forever.
+ * lines go out while it waits. A process waiting to time holds a turnstile that the shared holders
+ * pass through (fileTimingWindow): new shared holders wait behind it.
  */
 import { closeSync, constants, fstatSync, openSync } from "node:fs";
 import { join } from "node:path";
@@ -57,47 +56,77 @@ export function timingWindowFile(folder: string, gpu: string | undefined): strin
   return join(folder, `timing-${safe}.lock`);
 }
 
+/** An open lock file of this user's (0600, made where missing, not followed when a link), or undefined. */
+function openLockFile(path: string): number | undefined {
+  try {
+    const f = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+    const st = fstatSync(f);
+    const uid = process.geteuid?.();
+    if (!st.isFile() || (uid !== undefined && st.uid !== uid)) {
+      closeSync(f);
+      return undefined;
+    }
+    return f;
+  } catch {
+    return undefined;
+  }
+}
+
+/** flock(fd, op) through libc; 0 (taken) where libc cannot be loaded: no lock, nothing serialized. */
+function flock(fd: number, op: number): number {
+  try {
+    return libc().flock(fd, op);
+  } catch {
+    return 0;
+  }
+}
+
 /**
- * The window whose lock is the file `path` (made 0600 where missing; not followed when a link). A
- * file that cannot be opened or locked (no libc, a link, another user's file) gives no window: the
- * comparisons run unserialized, as before windows existed, and say nothing.
+ * The window whose lock is the file `path`, with a turnstile beside it (`path`.turn): a process
+ * that waits to time holds the turnstile, which every process passes through before it takes the
+ * window shared, so that a comparison waits only for the shared holders already there, never for
+ * new ones arriving behind it (a writer-preferring readers–writer lock). A shared holder that
+ * enters lets go of its shared lock first (holding it while waiting for the turnstile would wait
+ * for itself). A file that cannot be opened or locked (no libc, a link, another user's file) gives
+ * no window: the comparisons run unserialized, as before windows existed, and say nothing.
  * @param pollMs how often a waiting process tries again (ms)
  */
 export function fileTimingWindow(path: string, pollMs = 1): TimingWindow {
-  let fd: number | undefined;
-  const lock = (op: number): number => {
-    try {
-      return libc().flock(fd!, op);
-    } catch {
-      return 0; // no libc here: no lock, nothing serialized
-    }
-  };
-  const open = (): number | undefined => {
-    if (fd !== undefined) return fd;
-    try {
-      const f = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
-      const st = fstatSync(f);
-      const uid = process.geteuid?.();
-      if (!st.isFile() || (uid !== undefined && st.uid !== uid)) {
-        closeSync(f);
-        return undefined;
-      }
-      return (fd = f);
-    } catch {
-      return undefined;
-    }
+  let fds: { lock: number; turn: number } | null | undefined;
+  const open = () => {
+    if (fds !== undefined) return fds;
+    const lock = openLockFile(path);
+    const turn = lock === undefined ? undefined : openLockFile(`${path}.turn`);
+    if (lock !== undefined && turn === undefined) closeSync(lock);
+    return (fds = lock !== undefined && turn !== undefined ? { lock, turn } : null);
   };
   let held: "shared" | "alone" | undefined;
   const take = async (mode: "shared" | "alone", waiting?: () => void): Promise<number> => {
-    if (held === mode || open() === undefined) return 0;
+    const f = open();
+    if (held === mode || !f) return 0;
+    if (held === "shared") flock(f.lock, LOCK_UN);
+    held = undefined;
     const t0 = performance.now();
     let said = false;
-    while (lock((mode === "alone" ? LOCK_EX : LOCK_SH) | LOCK_NB) !== 0) {
+    const wait = async () => {
       if (!said) {
         said = true;
         waiting?.();
       }
       await Bun.sleep(pollMs);
+    };
+    for (;;) {
+      // the turnstile: a process waiting to time holds it
+      while (flock(f.turn, LOCK_EX | LOCK_NB) !== 0) await wait();
+      if (mode === "shared") {
+        flock(f.turn, LOCK_UN);
+        if (flock(f.lock, LOCK_SH | LOCK_NB) === 0) break;
+        await wait();
+        continue;
+      }
+      while (flock(f.lock, LOCK_EX | LOCK_NB) !== 0) await wait();
+      flock(f.turn, LOCK_UN);
+      break;
     }
     held = mode;
     return said ? (performance.now() - t0) / 1000 : 0;
@@ -106,9 +135,9 @@ export function fileTimingWindow(path: string, pollMs = 1): TimingWindow {
     share: (waiting) => take("shared", waiting),
     enter: (waiting) => take("alone", waiting),
     leave() {
-      if (held === undefined) return;
+      if (held === undefined || !fds) return;
       held = undefined;
-      lock(LOCK_UN);
+      flock(fds.lock, LOCK_UN);
     },
   };
 }

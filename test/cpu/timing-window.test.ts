@@ -34,7 +34,7 @@ describe("timing windows", () => {
     a.leave();
   });
 
-  test("two shared holders that both enter do not deadlock: a conversion that fails lets go of the shared lock (flock(2)), one enters, then the other", async () => {
+  test("two shared holders that both enter do not deadlock: each lets go of its shared lock before it waits, one enters, then the other", async () => {
     const path = timingWindowFile(tempDir(), "0");
     const [a, b] = [fileTimingWindow(path), fileTimingWindow(path)];
     await a.share();
@@ -44,6 +44,26 @@ describe("timing windows", () => {
     const pb = b.enter().then(() => (order.push("b"), setTimeout(() => b.leave(), 30)));
     await Promise.race([Promise.all([pa, pb]), Bun.sleep(3000).then(() => order.push("deadlock"))]);
     expect(order.sort()).toEqual(["a", "b"]);
+  });
+
+  test("a process waiting to time goes before shared holders that come after it (the turnstile): it waits only for those already there", async () => {
+    const path = timingWindowFile(tempDir(), "0");
+    const [a, b, c] = [fileTimingWindow(path), fileTimingWindow(path), fileTimingWindow(path)];
+    await a.share();
+    const order: string[] = [];
+    const pb = b.enter().then(() => order.push("b timed"));
+    await Bun.sleep(20);
+    const pc = c.share().then(() => order.push("c shared"));
+    await Bun.sleep(40);
+    expect(order).toEqual([]); // b waits for a; c waits behind b
+    a.leave();
+    await pb;
+    await Bun.sleep(30);
+    expect(order).toEqual(["b timed"]);
+    b.leave();
+    await pc;
+    expect(order).toEqual(["b timed", "c shared"]);
+    c.leave();
   });
 
   test("a second holder waits until the first leaves, is told once, and says how long it waited; another GPU's window is its own", async () => {
