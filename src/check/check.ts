@@ -37,7 +37,7 @@ import { ordered, summarize, exitCodeOf, type Summary } from "./report.ts";
 import type { CheckSettings } from "./runner.ts";
 import { shardClaimAuth, shardOf, type Shard } from "./shard.ts";
 import { judgeTime } from "./timing.ts";
-import { warnSharedParent } from "../cache.ts";
+import { privateTempFolder, warnSharedParent } from "../cache.ts";
 import { documentId } from "../format/documents.ts";
 import { keyForReading, keyForWriting, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
 import { checkRunSubject, checkSubject, staleWhy } from "../format/subject.ts";
@@ -60,8 +60,8 @@ export interface CheckOptions {
   junit?: string;
   /** Draw the status line in place (stderr is a terminal). */
   live: boolean;
-  /** How workers are started (src/check/pool.ts workerProcesses; the CPU tests give their own), given where their log lines go. */
-  open: (say: (line: string) => void) => OpenRunner;
+  /** How workers are started (src/check/pool.ts workerProcesses; the CPU tests give their own), given where their log lines go and the folder of the GPUs' timing windows (several workers). */
+  open: (say: (line: string) => void, timingWindows?: string) => OpenRunner;
 }
 
 export interface CheckReport {
@@ -418,11 +418,14 @@ async function checkAll(o: CheckOptions, tasks: CaptureRef[], run: OpenedRun, st
   const { dir, results } = run;
   const fresh: CheckRecord[] = [];
   const progress = new CheckProgress(tasks.length, { live: o.live, write: (s) => void process.stderr.write(s) });
+  // several workers: each replay's timed launches have their GPU alone (src/util/timing-window.ts); a baseline's times were
+  // taken so too, and a time-sliced GPU would make a kernel "slower" than its baseline
+  const windows = o.gpus.length > 1 && !o.settings.buildOnly ? privateTempFolder("kerncap-timing-") : undefined;
   try {
     await drain(
       tasks,
       o.gpus,
-      o.open((l) => progress.line(l)),
+      o.open((l) => progress.line(l), windows),
       {
         onStart: (t, slot) => progress.started(t.id, slot),
         onOutcome: (x, slot) => {
@@ -443,6 +446,7 @@ async function checkAll(o: CheckOptions, tasks: CaptureRef[], run: OpenedRun, st
       },
     );
   } finally {
+    if (windows) rmSync(windows, { recursive: true, force: true });
     stops.dispose();
     progress.stop();
     results.close();

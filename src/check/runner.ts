@@ -17,6 +17,8 @@ export interface CheckSettings {
   rebuild: boolean;
   /** --build-only (with --rebuild): rebuild each capture and replay nothing, no GPU looked for (verdict "built"). */
   buildOnly?: boolean;
+  /** The folder of the GPUs' timing windows (src/util/timing-window.ts), the parent's private one, where several workers share the GPUs: a replay's restore and checked runs share its worker's GPU, its timed launches have it alone. */
+  timingWindows?: string;
   /** --force: rebuild with another Triton version than the capture's. */
   force: boolean;
   /** --trust: rebuild received captures too (their build.sh runs with the user's rights). */

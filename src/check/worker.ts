@@ -33,6 +33,7 @@ const Settings = v.object({
     flushL2: v.optional(v.boolean()),
     rebuild: v.boolean(),
     buildOnly: v.optional(v.boolean()),
+    timingWindows: v.optional(v.string()),
     force: v.boolean(),
     trust: v.boolean(),
     tolerance: v.object({

@@ -11,6 +11,7 @@
 import type { OpenedCapture } from "../format/capture-dir.ts";
 import type { ComparedRuns, ReplayOptions, ReplayResult, RunOptions } from "./result.ts";
 import { openReplay, type ReplaySession } from "./session.ts";
+import { inSharedWindow } from "../util/timing-window.ts";
 import type { TimingComparison } from "./stats.ts";
 
 export type { ClockState } from "./backends/interface.ts";
@@ -47,12 +48,15 @@ async function runClosing<T>(s: ReplaySession, f: () => Promise<T>, faulted: (r:
  *   no GPU (E_NO_GPU), a taken VA (E_VA_TAKEN), a module the GPU can't run (E_ARCH).
  */
 export async function replay(c: OpenedCapture, o: ReplayOptions): Promise<ReplayResult> {
-  const s = await openReplay(c, o);
-  return runClosing(
-    s,
-    () => s.run(o),
-    (r) => r.fault?.observed != null,
-  );
+  // the restore too shares the GPU with other workers' restores and checked runs, never with their timed launches
+  return inSharedWindow(o.timingWindow, async () => {
+    const s = await openReplay(c, o);
+    return runClosing(
+      s,
+      () => s.run(o),
+      (r) => r.fault?.observed != null,
+    );
+  });
 }
 
 /** One comparison of replayCompared's `repeat`: its compare and its wall time (s: module loads, checked runs, the timed rounds). */

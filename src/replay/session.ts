@@ -27,6 +27,7 @@ import { resultOf, type RunFacts } from "./run-result.ts";
 import { withRebuiltLaunch } from "./rebuilt-launch.ts";
 import { unloadModule, type Loaded, type Prepared } from "./prepared.ts";
 import { mark } from "../util/marks.ts";
+import { inSharedWindow } from "../util/timing-window.ts";
 import { adaptiveCompare, blockOf, COMPARE_SECONDS, MIN_PAIRS, roundOrder, type TimingComparison } from "./stats.ts";
 import {
   DEFAULT_TIMING,
@@ -53,19 +54,18 @@ export interface ReplaySession {
   /** The last reset (null before the first). */
   readonly lastReset: ResetStats | null;
   /**
-   * One replay: module load, globals restore, checked runs, compare, timed launches (the result
-   * replay returns). From the second run on, the memory is first put back to the before state
-   * (reset()). The module is unloaded at the end.
+   * One replay: module load, globals restore, checked runs, compare, timed launches (the result replay returns). From the
+   * second run on, the memory is first put back to the before state (reset()). The module is unloaded at the end. With
+   * `o.timingWindow`, all but the timed launches hold it shared, the timed launches alone (src/util/timing-window.ts).
    * @throws as replay; an error for which isContextLost(e) holds (a kernel fault) leaves the
    *   context unusable: close the session with the context (close({ resetDevice: true })) and open another.
    */
   run(o: RunOptions): Promise<ReplayResult>;
   /**
-   * Two kernels on the same memory: each judged as run() judges it (checked runs, compare), one
-   * after the other from the before state, then timed interleaved (timeInterleaved) with a
-   * second load of each module, in rounds taken until the comparison (src/replay/stats.ts
-   * adaptiveCompare) is decided or `candidate.compareBudgetSeconds` ends. `candidate.modulePath` may be a promise (a build still
-   * running): the baseline is checked meanwhile. iters: the larger of the two.
+   * Two kernels on the same memory: each judged as run() judges it (checked runs, compare), one after the other from the
+   * before state, then timed interleaved (timeInterleaved) with a second load of each module, in rounds taken until the
+   * comparison (src/replay/stats.ts adaptiveCompare) is decided or `candidate.compareBudgetSeconds` ends. `candidate.modulePath`
+   * may be a promise (a build still running): the baseline is checked meanwhile. iters: the larger of the two. The timing window as run()'s.
    * @throws as run()
    */
   runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns>;
@@ -78,12 +78,10 @@ export interface ReplaySession {
    */
   runSet(list: RunOptions[], timing: RunOptions, tolerate?: boolean): Promise<SetRun[]>;
   /**
-   * Put back the before state of every chunk the previous runs wrote: the app's changed chunks
-   * from the device backup, then a kc64 scan of every region against the manifest's before hashes
-   * (chunkExpectation(...).beforeHash) and the chunks that still differ from memory/before.bin
-   * (a wrong kernel may write anywhere). No-op when nothing ran since the last reset. run() calls
-   * it; a caller with idle time (the watch between saves) calls it earlier to take it off the
-   * next run's path.
+   * Put back the before state of every chunk the previous runs wrote: the app's changed chunks from the device backup, then a
+   * kc64 scan of every region against the manifest's before hashes (chunkExpectation(...).beforeHash) and the chunks that still
+   * differ from memory/before.bin (a wrong kernel may write anywhere). No-op when nothing ran since the last reset. run() calls
+   * it; a caller with idle time (the watch between saves) calls it earlier to take it off the next run's path.
    * @throws KerncapError E_CHECKSUM when verify is on and a chunk put back does not hash as the manifest says.
    */
   reset(): ResetStats | undefined;
@@ -212,16 +210,21 @@ class Session implements ReplaySession {
   }
 
   async run(o: RunOptions): Promise<ReplayResult> {
-    this.reset();
-    const l = await this.load(o);
-    try {
-      const p = await this.prepare(o, l);
-      if (p.fault) return p.fault;
-      const times = this.timeInterleaved([p], o, 0)[0]!; // one prepared kernel's timed launches
-      return p.finish(times, false, await this.clocks);
-    } finally {
-      unloadModule(l);
-    }
+    const w = o.timingWindow;
+    return inSharedWindow(w, async () => {
+      this.reset();
+      const l = await this.load(o);
+      try {
+        const p = await this.prepare(o, l);
+        if (p.fault) return p.fault;
+        await w?.enter();
+        const times = this.timeInterleaved([p], o, 0)[0]!; // one prepared kernel's timed launches
+        w?.leave();
+        return p.finish(times, false, await this.clocks);
+      } finally {
+        unloadModule(l);
+      }
+    });
   }
 
   async runCompared(baseline: RunOptions, candidate: RunOptions): Promise<ComparedRuns> {

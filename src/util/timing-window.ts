@@ -141,3 +141,16 @@ export function fileTimingWindow(path: string, pollMs = 1): TimingWindow {
     },
   };
 }
+
+/**
+ * `f` run with the window `w` held shared (no window: `f` alone), left after it however it ends
+ * (`f` may enter it to time, and leave).
+ */
+export async function inSharedWindow<T>(w: TimingWindow | undefined, f: () => Promise<T>): Promise<T> {
+  await w?.share();
+  try {
+    return await f();
+  } finally {
+    w?.leave();
+  }
+}

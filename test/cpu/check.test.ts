@@ -21,7 +21,7 @@ import type { CheckRecord, Outcome } from "../../src/format/check-record.ts";
 import { parseResults, RecordLog, ResultsLog } from "../../src/check/results.ts";
 import { EVAL_RECORDS } from "../../src/eval/report.ts";
 import type { CheckSettings } from "../../src/check/runner.ts";
-import { checkCapture } from "../../src/ops/check.ts";
+import { checkCapture, checkReplayOptions } from "../../src/ops/check.ts";
 import { parseShard, shardOf } from "../../src/check/shard.ts";
 import { judgeTime } from "../../src/check/timing.ts";
 import { serveTasks } from "../../src/check/worker.ts";
@@ -809,7 +809,26 @@ describe("a check with fake workers", () => {
   test("--gpus 0,0,1: three workers, each capture once; --shard: disjoint shards whose merge is the whole corpus", async () => {
     const root = await corpus();
     const w = fakeWorkers(async (t) => (await Bun.sleep(5), outcome(t)));
-    const r = await runCheck(options([root], join(tempDir(), "r"), w.open, { gpus: ["0", "0", "1"] }));
+    // several workers: their replays' timed launches take turns per GPU, through a private folder of timing windows
+    // (src/util/timing-window.ts) made for the run and removed after it; one worker gets none
+    const windows: (string | undefined)[] = [];
+    const r = await runCheck(
+      options([root], join(tempDir(), "r"), w.open, {
+        gpus: ["0", "0", "1"],
+        open: (_say, timingWindows) => (windows.push(timingWindows), w.open()),
+      }),
+    );
+    expect(windows.length).toBe(1);
+    expect(windows[0]).toMatch(/kerncap-timing-\d+-/);
+    expect(existsSync(windows[0]!)).toBe(false);
+    const one: (string | undefined)[] = [];
+    const w1 = fakeWorkers((t) => outcome(t));
+    await runCheck(options([root], join(tempDir(), "r1"), w1.open, { gpus: [null], open: (_say, t) => (one.push(t), w1.open()) }));
+    expect(one).toEqual([undefined]);
+    const m0 = (await import("../../src/format/capture-dir.ts")).openCapture(join(root, "a/one")).manifest;
+    const settings = { iters: 20, verify: true, rebuild: false, force: false, trust: false, tolerance: {} };
+    expect(checkReplayOptions(m0, { ...settings, timingWindows: tempDir() }, {}).timingWindow).toBeDefined();
+    expect(checkReplayOptions(m0, settings, {}).timingWindow).toBeUndefined();
     expect(w.opened.sort()).toEqual(["0", "0", "1"]);
     expect(w.calls.sort()).toEqual(["corpus/a/one", "corpus/a/two", "corpus/b"]);
     expect(r.captures.map((c) => c.gpu).sort()).toEqual(["0", "0", "1"]);

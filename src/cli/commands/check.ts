@@ -312,7 +312,7 @@ export default defineCommand({
         gpus,
         junit: args.junit,
         live: Boolean(process.stderr.isTTY) && !args.json, // under --json no redrawn line: a log of plain lines beside the document
-        open: (say) => workerProcesses(settings, (l) => say(printable(l))),
+        open: (say, timingWindows) => workerProcesses(timingWindows ? { ...settings, timingWindows } : settings, (l) => say(printable(l))),
       });
     }
     return reportCheck(report, args, paths, summary);
