@@ -38,7 +38,7 @@ import { readCaptureBytes } from "../format/paths.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
 import { openReplay, withRebuiltLaunch, type ComparedRuns, type ReplaySession, type RunOptions } from "../replay/engine.ts";
-import { fileTimingWindow, timingWindowFile, type TimingWindow } from "../util/timing-window.ts";
+import { gpuTimingWindow, type TimingWindow } from "../util/timing-window.ts";
 import { timingOf } from "./timing.ts";
 
 /** What every candidate of one eval is judged with (the verb's options). */
@@ -111,7 +111,6 @@ export const EVAL_PROTOCOL = {
 export class EvalJudge {
   private session: ReplaySession | undefined;
   private contextLost = false;
-  private window: TimingWindow | undefined;
 
   /**
    * @param started called when a candidate's launches are about to begin, and again when its timed
@@ -131,7 +130,7 @@ export class EvalJudge {
   /** The timing window of this worker's GPU (its CUDA_VISIBLE_DEVICES), telling the parent when it waits and when its launches go on. */
   private windowOf(s: EvalSettings): TimingWindow | undefined {
     if (s.timingWindows === undefined) return undefined;
-    const w = (this.window ??= fileTimingWindow(timingWindowFile(s.timingWindows, process.env.CUDA_VISIBLE_DEVICES)));
+    const w = gpuTimingWindow(s.timingWindows);
     const told = (take: (waiting: () => void) => Promise<number>) => async () => {
       let waited = false;
       const seconds = await take(() => {

@@ -42,7 +42,7 @@ import { builderWords, NOT_REPLAYED } from "../check/report.ts";
 import { lines, serveTasks } from "../check/worker.ts";
 import { deviceArch, deviceResets } from "../replay/backends/factory.ts";
 import type { Outcome } from "../format/check-record.ts";
-import { fileTimingWindow, timingWindowFile, type TimingWindow } from "../util/timing-window.ts";
+import { gpuTimingWindow } from "../util/timing-window.ts";
 import { requireTrustedBuild } from "./gates.ts";
 import { replayBeside, startRebuild, type StartedRebuild } from "./rebuild-beside.ts";
 
@@ -287,22 +287,15 @@ function replayChecked(capture: ReturnType<typeof openCapture>, fe: ReturnType<t
   return replayBeside(beside, () => replay(capture, checkReplayOptions(capture.manifest, s, beside ? rebuiltRun(fe, capture.manifest, beside.module) : {})));
 }
 
-let window: TimingWindow | undefined;
-/** This worker's GPU's timing window (its CUDA_VISIBLE_DEVICES), where the check has several workers; one per process. */
-function windowOf(s: CheckSettings): TimingWindow | undefined {
-  if (s.timingWindows === undefined) return undefined;
-  return (window ??= fileTimingWindow(timingWindowFile(s.timingWindows, process.env.CUDA_VISIBLE_DEVICES)));
-}
-
 /**
  * What a check replays one capture with (its settings: timed launches with their samples kept,
  * checked runs, verify, --flush-l2, tolerances; on device 0 of the worker's), and `rebuilt`, the
  * rebuilt module's run (src/rebuild/rebuilder.ts rebuiltRun) where --rebuild started one.
  */
 export function checkReplayOptions(m: Manifest, s: CheckSettings, rebuilt: Partial<ReplayOptions>): ReplayOptions {
-  const window = windowOf(s);
   return {
-    ...(window ? { timingWindow: window } : {}),
+    // several workers: this worker's GPU's timing window
+    ...(s.timingWindows !== undefined ? { timingWindow: gpuTimingWindow(s.timingWindows) } : {}),
     iters: s.iters,
     verify: s.verify,
     ordinal: 0,

@@ -142,6 +142,17 @@ export function fileTimingWindow(path: string, pollMs = 1): TimingWindow {
   };
 }
 
+const ofThisProcess = new Map<string, TimingWindow>();
+/**
+ * The window of this process's GPU (its CUDA_VISIBLE_DEVICES, as a worker was started with) in the
+ * folder `folder`: one per folder and process (an flock belongs to its open file description).
+ */
+export function gpuTimingWindow(folder: string): TimingWindow {
+  let w = ofThisProcess.get(folder);
+  if (!w) ofThisProcess.set(folder, (w = fileTimingWindow(timingWindowFile(folder, process.env.CUDA_VISIBLE_DEVICES))));
+  return w;
+}
+
 /**
  * `f` run with the window `w` held shared (no window: `f` alone), left after it however it ends
  * (`f` may enter it to time, and leave).
