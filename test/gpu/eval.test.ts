@@ -78,6 +78,16 @@ describe.skipIf(SKIP)("kerncap eval", () => {
     expect(by.unroll4.registers).toBeGreaterThan(0);
     expect(by.wrong.verdict).toBe("mismatch");
     expect(by.hang.verdict).toBe("timeout");
+    // the hang is known at its first launch (1 s: 100× the captured kernel time is less), not at --timeout's 3 s
+    expect(by.hang.reason).toStartWith("its first launch ran past 1.0 s");
+    // two workers on GPU 0 take turns for their timed rounds (src/util/timing-window.ts): each timed record says how long it waited
+    const timed = readFileSync(jsonl, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
+      .filter((x) => x.timing);
+    expect(timed.length).toBeGreaterThan(0);
+    for (const x of timed) expect(x.timing.waitSeconds).toBeGreaterThanOrEqual(0);
     expect(by.fault.verdict).toBe("fault");
     expect(by.broken.verdict).toBe("compile-error");
     // the compiler's own first error, on the capture's file (nvcc names the line, not always the token)
