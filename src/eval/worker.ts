@@ -38,7 +38,7 @@ import { readCaptureBytes } from "../format/paths.ts";
 import { frontendOf, regionTypesOf } from "../frontends/index.ts";
 import { rebuiltRun } from "../rebuild/rebuilder.ts";
 import { openReplay, withRebuiltLaunch, type ComparedRuns, type ReplaySession, type RunOptions } from "../replay/engine.ts";
-import { gpuTimingWindow, type TimingWindow } from "../util/timing-window.ts";
+import { gpuTimingWindow, inSharedWindow, type TimingWindow } from "../util/timing-window.ts";
 import { timingOf } from "./timing.ts";
 
 /** What every candidate of one eval is judged with (the verb's options). */
@@ -152,7 +152,9 @@ export class EvalJudge {
     const want = resolve(dir);
     if (this.session && resolve(this.session.dir) === want) return this.session;
     this.close();
-    this.session = await this.open(want, s);
+    // the restore shares the GPU with other workers' restores and checked runs, never with their timed rounds
+    const window = s.timingWindows !== undefined ? gpuTimingWindow(s.timingWindows) : undefined;
+    this.session = await inSharedWindow(window, () => this.open(want, s));
     return this.session;
   }
 

@@ -2,7 +2,8 @@
  * A GPU worker of `kerncap eval` for the CPU tests of the GPUs' timing windows
  * (src/util/timing-window.ts): the real protocol and the real judge (src/eval/worker.ts EvalJudge,
  * its window and its `waiting`/`started` lines, as `kerncap eval --worker` writes them), with a
- * session that needs no GPU: each comparison holds the candidate's timing window shared for its
+ * session that needs no GPU: its "restore" ($EVAL_WINDOW_CHECK_MS ms) and each comparison hold the
+ * candidate's timing window; each comparison holds it shared for its
  * "checked runs" ($EVAL_WINDOW_CHECK_MS ms), then alone for its "timed rounds" ($EVAL_WINDOW_MS ms),
  * and appends "<pid> shared|alone <from ms> <to ms>" (ms since the epoch) for each to $EVAL_WINDOW_LOG.
  */
@@ -20,6 +21,10 @@ const checkMs = Number(process.env.EVAL_WINDOW_CHECK_MS ?? 100);
 const judge = new EvalJudge(
   () => write({ started: true }),
   async (dir) => {
+    // the input's restore, in the shared window (EvalJudge.sessionFor)
+    const o0 = Date.now();
+    await Bun.sleep(checkMs);
+    appendFileSync(process.env.EVAL_WINDOW_LOG!, `${process.pid} shared ${o0} ${Date.now()}\n`);
     const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
     const session = noGpuSession(dir, m, async () => noGpuResult(m.kernel.name, false));
     return {
