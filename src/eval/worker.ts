@@ -129,8 +129,8 @@ export class EvalJudge {
 
   /** The timing window of this worker's GPU (its CUDA_VISIBLE_DEVICES), telling the parent when it waits and when its launches go on. */
   private windowOf(s: EvalSettings): TimingWindow | undefined {
-    if (s.timingWindows === undefined) return undefined;
-    const w = gpuTimingWindow(s.timingWindows);
+    const w = s.timingWindows !== undefined ? gpuTimingWindow(s.timingWindows) : undefined;
+    if (!w) return undefined;
     const told = (take: (waiting: () => void) => Promise<number>) => async () => {
       let waited = false;
       const seconds = await take(() => {

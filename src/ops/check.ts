@@ -295,7 +295,7 @@ function replayChecked(capture: ReturnType<typeof openCapture>, fe: ReturnType<t
 export function checkReplayOptions(m: Manifest, s: CheckSettings, rebuilt: Partial<ReplayOptions>): ReplayOptions {
   return {
     // several workers: this worker's GPU's timing window
-    ...(s.timingWindows !== undefined ? { timingWindow: gpuTimingWindow(s.timingWindows) } : {}),
+    ...(s.timingWindows !== undefined && gpuTimingWindow(s.timingWindows) ? { timingWindow: gpuTimingWindow(s.timingWindows) } : {}),
     iters: s.iters,
     verify: s.verify,
     ordinal: 0,

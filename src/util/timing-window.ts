@@ -18,7 +18,7 @@
  * lines go out while it waits. A process waiting to time holds a turnstile that the shared holders
  * pass through (fileTimingWindow): new shared holders wait behind it.
  */
-import { closeSync, constants, fstatSync, openSync } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync } from "node:fs";
 import { join } from "node:path";
 import { libc } from "../native/libc.ts";
 
@@ -142,15 +142,28 @@ export function fileTimingWindow(path: string, pollMs = 1): TimingWindow {
   };
 }
 
-const ofThisProcess = new Map<string, TimingWindow>();
+const ofThisProcess = new Map<string, TimingWindow | undefined>();
 /**
  * The window of this process's GPU (its CUDA_VISIBLE_DEVICES, as a worker was started with) in the
  * folder `folder`: one per folder and process (an flock belongs to its open file description).
+ * undefined (no window, nothing made) where `folder` is not a private folder of this user's (a
+ * folder, not a link, of the effective user, no bit for group or others: what the parent's
+ * privateTempFolder makes): a worker started by hand with settings naming another folder writes
+ * nothing there (adversary 75).
  */
-export function gpuTimingWindow(folder: string): TimingWindow {
-  let w = ofThisProcess.get(folder);
-  if (!w) ofThisProcess.set(folder, (w = fileTimingWindow(timingWindowFile(folder, process.env.CUDA_VISIBLE_DEVICES))));
-  return w;
+export function gpuTimingWindow(folder: string): TimingWindow | undefined {
+  if (!ofThisProcess.has(folder)) {
+    let mine = false;
+    try {
+      const st = lstatSync(folder);
+      const uid = process.geteuid?.();
+      mine = st.isDirectory() && (uid === undefined || st.uid === uid) && (st.mode & 0o077) === 0;
+    } catch {
+      mine = false;
+    }
+    ofThisProcess.set(folder, mine ? fileTimingWindow(timingWindowFile(folder, process.env.CUDA_VISIBLE_DEVICES)) : undefined);
+  }
+  return ofThisProcess.get(folder);
 }
 
 /**

@@ -4,11 +4,11 @@
  * watchdog (src/check/pool.ts), and the wait is in the record (timing.waitSeconds).
  */
 import { describe, expect, test } from "bun:test";
-import { readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { workerCommand } from "../../src/check/pool.ts";
 import { runEval } from "../../src/ops/eval.ts";
-import { fileTimingWindow, timingWindowFile } from "../../src/util/timing-window.ts";
+import { fileTimingWindow, gpuTimingWindow, timingWindowFile } from "../../src/util/timing-window.ts";
 import { fakeBuild, fakeEvalOptions, SETTINGS } from "./eval-child.ts";
 import { captureWithSource, tempDir } from "./fixtures.ts";
 
@@ -90,6 +90,21 @@ describe("timing windows", () => {
     expect(await t).toBeGreaterThan(0.02);
     a.leave();
     a.leave(); // idempotent
+  });
+
+  test("a worker's window is in a private folder of the user's only: a folder open to others, or a link to one, gives none and nothing is made there (adversary 75)", () => {
+    const open = tempDir();
+    chmodSync(open, 0o777);
+    expect(gpuTimingWindow(open)).toBeUndefined();
+    const link = join(tempDir(), "link");
+    const target = tempDir();
+    symlinkSync(target, link);
+    expect(gpuTimingWindow(link)).toBeUndefined();
+    expect(readdirSync(open)).toEqual([]);
+    expect(readdirSync(target)).toEqual([]);
+    const mine = tempDir();
+    chmodSync(mine, 0o700);
+    expect(gpuTimingWindow(mine)).toBeDefined();
   });
 
   test("a GPU's name is a file name in the folder; a link at the window's name gives no window (nothing waits on it)", async () => {
