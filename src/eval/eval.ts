@@ -284,6 +284,7 @@ function openResults(
       o.resume ? "eval --resume would take its records as judged" : "its owner could read and change the records this eval appends",
     );
   // appended to (nu7 #2: a former run's file was moved to FILE.previous, and a third run's lost the first's records): its earlier records stay, said
+  const existed = o.jsonl !== undefined && existsSync(o.jsonl);
   const opened = o.jsonl ? RecordLog.openKind(resolve(o.jsonl), EVAL_RECORDS, { resume: o.resume }) : undefined;
   // a last record a kill cut short: dropped from the file (this eval appends after the whole ones), said (adversary 35: silent)
   if (opened?.truncated && !o.resume) log.warn(`${o.jsonl}: its last line is not a whole record (an eval stopped while writing it): dropped`);
@@ -339,7 +340,11 @@ function openResults(
     log.info(`${r.label} on ${r.input}: ${staleWhy(r.subject, "src/, the input or the run's options")}: judged again`);
   }
   if (o.resume)
-    log.info(`resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`);
+    log.info(
+      existed
+        ? `resuming ${o.jsonl}: ${mine.length - pending.length} of ${mine.length} candidates already evaluated${truncatedNote(opened?.truncated)}`
+        : `--resume: no results file ${o.jsonl} yet (a new one, or a mistyped path?): every candidate evaluated, its records written there`,
+    );
   return { results, kept, pending, subjects };
 }
 

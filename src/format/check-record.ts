@@ -63,7 +63,7 @@ const OutcomeFields = {
    * The rebuild (--rebuild): builder (build.sh or pruned), seconds, the architecture built for when
    * not the captured one, and the rebuilt kernel's registers per thread, stack frame and spill
    * stores and loads (bytes; the cubin's, src/rebuild/resources.ts; null where it does not say,
-   * absent in records of kerncap before them: nu14 #7).
+   * absent in records written before they were recorded).
    */
   rebuild: v.nullable(
     v.object({

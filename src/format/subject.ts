@@ -140,10 +140,16 @@ export function evalSubject(input: string, home: string, s: VerdictSettings): st
   return subjectDigest({ capture: { dir: input, kind: "folder" }, reproducer: home, options: verdictOptions(s) });
 }
 
-/** Each eval input's subject by its id (evalSubject; the first input's folder is the reproducer built), and `buildInput`'s ("(build)": a candidate's build record) the first input's. */
+/**
+ * Each eval input's subject by its id (evalSubject; the first input's folder is the reproducer
+ * built), and `buildInput`'s ("(build)": a candidate's build record) the first input's without the
+ * judging options: a build (a compile-error, a `--build-only` module) is the same whatever
+ * --runs, --flush-l2, --no-verify or the tolerances (a new user's finding: `--resume --flush-l2`
+ * after `--build-only` built every candidate again, saying nothing).
+ */
 export function evalSubjects(inputs: readonly { id: string; dir: string }[], buildInput: string, s: VerdictSettings): Map<string, string> {
   const out = new Map(inputs.map((i) => [i.id, evalSubject(i.dir, inputs[0]!.dir, s)]));
-  out.set(buildInput, out.get(inputs[0]!.id)!);
+  out.set(buildInput, evalSubject(inputs[0]!.dir, inputs[0]!.dir, { verify: true, tolerance: {} }));
   return out;
 }
 

@@ -848,9 +848,11 @@ describe("--resume, --shard, --merge", () => {
     const again: string[] = [];
     await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildOnly: true, open: never, buildWith: fakeBuild(0, again) })));
     expect(again).toEqual([]);
-    // on the GPU machine: judged from the kept modules, none built again; the compile error stays the candidate's record
+    // on the GPU machine: judged from the kept modules, none built again; the compile error stays the candidate's record —
+    // with other judging options than the build's too (a new user's finding: --resume --flush-l2 built every one again)
     const judged: string[] = [];
-    const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, buildWith: fakeBuild(0, judged) })));
+    const judging = { ...SETTINGS, flushL2: true, runs: 4, tolerance: { rtol: 1e-3 } };
+    const { value: r } = await quiet(() => runEval(options([cap], files, { jsonl, resume: true, settings: judging, buildWith: fakeBuild(0, judged) })));
     expect(judged).toEqual([]);
     expect(Object.fromEntries(r.candidates.map((c) => [c.label, c.verdict]))).toEqual({ "a.cu": "match", "b.cu": "match", "c.cu": "compile-error" });
     // a kept module gone (an artifact without build/eval: nu13 #3) is built again, said; a confined build-only eval with --jsonl keeps its builds (nu13 #2)
@@ -913,6 +915,11 @@ describe("--resume, --shard, --merge", () => {
     expect(r3.candidates).toMatchObject([{ label: "p1.patch", verdict: "match" }]);
     expect(err3).not.toContain("judged again");
     expect(err3).toContain("1 of 1 candidates already evaluated");
+    // --resume of a results file that is not there: said, not "0 of 1 already evaluated" (a new user's finding: a typo went unnoticed)
+    const typo = join(tempDir(), "typo.jsonl");
+    const { err: err4 } = await quiet(() => runEval(options([cap], [patch], { jsonl: typo, resume: true, buildWith: buildOf([]) })));
+    expect(err4).toContain(`--resume: no results file ${typo} yet (a new one, or a mistyped path?)`);
+    expect(err4).not.toContain("already evaluated");
     // another capture named cap (its sources as they were), other options (a tolerance), a record that names no subject: judged again
     const other = await captureWithSource();
     const { subject: _, ...old } = written;
