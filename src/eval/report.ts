@@ -432,7 +432,8 @@ export function rankedTable(r: EvalReport): string {
   const times =
     r.dir === null
       ? "merged"
-      : `${r.seconds.wall.toFixed(1)} s (builds ${r.seconds.build.toFixed(1)} s${judged ? `, GPU runs ${r.seconds.run.toFixed(1)} s, ${plural(r.workers, "worker")}` : ""})`;
+      : // builds and runs summed over the records, those an earlier run wrote (--resume) too: said so (a new user's finding)
+        `${r.seconds.wall.toFixed(1)} s (the records' builds ${r.seconds.build.toFixed(1)} s${judged ? ` and GPU runs ${r.seconds.run.toFixed(1)} s, summed; ${plural(r.workers, "worker")}` : ", summed"})`;
   const tail = `${plural(s.candidates, "candidate")}${where}: ${counts || "none in this run"}; ${times}`;
   const notes = reasonNotes(r);
   return [line(head), ...rows.map(line), ...(notes.length ? ["why, in full:", ...notes] : []), tail].join("\n");
@@ -513,7 +514,7 @@ export function mergeEval(files: string[], o: { partial?: boolean } = {}): EvalR
           "E_RESULTS",
           `${path} and ${other} both hold candidate ${escapedForMessage(r.candidate)} on input ${escapedForMessage(r.input)}`,
           {
-            hint: "Each shard judges its own candidates: merge each shard's --jsonl file once (kerncap eval --merge shard-*/results.jsonl), not two runs of one shard.",
+            hint: "Each shard judges its own candidates: merge each shard's --jsonl file once (kerncap eval --merge shard-*.jsonl, the files each shard's --jsonl named), not two runs of one shard.",
           },
         );
       fileOf.set(k, path);

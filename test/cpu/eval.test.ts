@@ -20,7 +20,7 @@ import { EvalJudge, type EvalTask } from "../../src/eval/worker.ts";
 import { EvalRecord, EvalShardMarker, type EvalOutcome, type EvalRecord as Rec } from "../../src/format/eval-record.ts";
 import { documentId } from "../../src/format/documents.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { splitPositionals } from "../../src/cli/commands/eval.ts";
+import { evalSettings, splitPositionals } from "../../src/cli/commands/eval.ts";
 import { tuneNotes, type TuneRow } from "../../src/frontends/tune.ts";
 import * as v from "valibot";
 import {
@@ -507,6 +507,14 @@ describe("scheduling", () => {
     ]);
     expect(s[0]!.speedup!).toBeCloseTo(1, 10);
   });
+});
+
+test("--iters below a comparison's launches is said: no candidate would be compared (a new user's finding)", async () => {
+  const few = await quiet(async () => evalSettings({ iters: "2" }, []));
+  expect(few.value.iters).toBe(2);
+  expect(few.err).toContain("--iters 2: fewer than 5 timed launches, so no candidate is compared with the captured module");
+  const enough = await quiet(async () => evalSettings({ iters: "5" }, []));
+  expect(enough.err).not.toContain("--iters");
 });
 
 describe("isolation: real worker processes", () => {

@@ -149,8 +149,12 @@ export function evalSettings(
   args: Parameters<typeof toleranceOptions>[0] & { iters?: unknown; runs?: unknown; verify?: unknown; "flush-l2"?: unknown },
   rawArgs: string[],
 ): EvalSettings {
+  const iters = intArg("iters", args.iters, 20, 100_000, 1);
+  // too few timed launches for a comparison: said, not left to a record without one (a new user's finding)
+  if (iters < MIN_PAIRS)
+    log.warn(`--iters ${iters}: fewer than ${MIN_PAIRS} timed launches, so no candidate is compared with the captured module (no speedup, no ranking by time)`);
   return {
-    iters: intArg("iters", args.iters, 20, 100_000, 1),
+    iters,
     // at least two checked runs, each from the before state: a candidate that keeps a result in device memory and skips the work when it finds it fails the second
     ...(args.runs !== undefined ? { runs: intArg("runs", args.runs, 3, 1000, 2) } : {}),
     verify: args.verify !== false,
