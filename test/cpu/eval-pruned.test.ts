@@ -85,8 +85,16 @@ describe.skipIf(!NVCC)("eval builds candidates from the pruned TU", () => {
     expect(o.reason).not.toContain("root:");
 
     // the same candidate by build.sh (the default: no --pruned): the kernel's machine code is the pruned build's
-    const f = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, "--build-only", "--json"], { env, stdout: "pipe", stderr: "pipe" });
+    const f = Bun.spawnSync([process.execPath, MAIN, "eval", dir, twice, "--build-only", "--json", "--gpus", "0", "--timeout=30"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(f.exitCode, f.stderr.toString()).toBe(0);
+    // the GPU workers' options do nothing with --build-only: said, and in the document's warnings (a new user's finding)
+    const unused = "--gpus, --timeout: the GPU workers' options do nothing with --build-only, which starts none";
+    expect(f.stderr.toString()).toContain(unused);
+    expect(JSON.parse(f.stdout.toString().trim().split("\n").at(-1)!).warnings).toContain(unused);
     const ft = records(f.stdout.toString())[0];
     expect(ft).toMatchObject({ verdict: "built", build: { builder: "build.sh", module: "build/kernel.cubin", registers: t.build.registers } });
     expect(f.stderr.toString()).not.toContain("pruned TU");

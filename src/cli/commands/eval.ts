@@ -329,6 +329,13 @@ export default defineCommand({
       const split = splitPositionals(positionals, list !== undefined);
       const { dirs, candidates } = split;
       warnings = split.warnings;
+      // the GPU workers' options with --build-only (no worker): said, as the document's warnings too (a new user's finding)
+      const unused = ["gpus", "workers-per-gpu", "shared-timing", "timeout"].filter((k) => rawArgs.some((a) => a === `--${k}` || a.startsWith(`--${k}=`)));
+      if (args["build-only"] && unused.length) {
+        const w = `${unused.map((k) => `--${k}`).join(", ")}: the GPU workers' ${unused.length > 1 ? "options do" : "option does"} nothing with --build-only, which starts none`;
+        log.warn(w);
+        warnings = [...warnings, w];
+      }
       const settings = evalSettings(args, rawArgs);
       const perGpu = intArg("workers-per-gpu", args["workers-per-gpu"], 1, 64, 1);
       const gpus: (string | null)[] = args.gpus !== undefined ? parseGpus(String(args.gpus)) : [null];
