@@ -24,10 +24,14 @@ export type Status = (typeof STATUSES)[number];
  * GPU, or with L2 in another state (--flush-l2 or warm); too-few-runs: fewer timed launches than an interval needs.
  */
 export const TimeJudgement = v.object({
+  /** slower/faster: the interval lies wholly beyond ±slowerPct; same: it does not; no-baseline, not-comparable, too-few-runs: no claim (`reason` says why). */
   verdict: v.picklist(["slower", "faster", "same", "no-baseline", "not-comparable", "too-few-runs"]),
+  /** This run's time over the baseline's (Hodges–Lehmann over ln-times): above 1, slower (the inverse of eval's speedup); null where there was no comparison. */
   ratio: v.nullable(N),
+  /** The ratio's 99% interval (Mann–Whitney), null with it. */
   low: v.nullable(N),
   high: v.nullable(N),
+  /** The baseline's median kernel time (µs), null where there is none for this capture. */
   baselineMedianUs: v.nullable(N),
   /** The threshold of slower/faster (percent). */
   slowerPct: N,
@@ -84,8 +88,9 @@ const OutcomeFields = {
   diagnostics: v.optional(v.array(BuildDiagnostic)),
   /** Kernel time per timed launch (µs, CUDA events; src/replay/engine.ts timing), and their median; l2: "flushed" when L2 was flushed before each (--flush-l2), absent when warm. */
   timing: v.nullable(v.object({ medianUs: N, samplesUs: v.array(N), l2: v.optional(v.literal("flushed")) })),
-  /** Wall time of the capture's whole check in the worker, and of its replay call alone (s). */
+  /** Wall time of the capture's whole check in the worker (s). */
   seconds: N,
+  /** Wall time of its replay call alone (s). */
   replaySeconds: N,
   /** When it finished (ISO 8601). */
   at: v.string(),
@@ -95,10 +100,13 @@ export type Outcome = v.InferOutput<typeof Outcome>;
 
 export const CheckRecord = v.object({
   ...OutcomeFields,
+  /** What the check did to the capture: mismatch, slower (than the baseline), error, skipped (not replayed here, `code` says why), ok. */
   status: v.picklist(STATUSES),
+  /** Its time judged against the baseline's (null: no timed match). */
   time: v.nullable(TimeJudgement),
-  /** Worker slot (0-based) and its CUDA_VISIBLE_DEVICES (null: inherited). */
+  /** Worker slot (0-based). */
   worker: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  /** The worker's CUDA_VISIBLE_DEVICES (null: inherited). */
   gpu: v.nullable(v.string()),
   /** The run's --shard ("K/N"), null for a whole-corpus run; absent in records of kerncap before it (--resume checks it). */
   shard: v.optional(v.nullable(v.string())),

@@ -28,13 +28,17 @@ export type EvalVerdict = (typeof EVAL_VERDICTS)[number];
 
 /** The candidate's time against the captured module's, timed interleaved on the same memory (src/replay/stats.ts TimingComparison, cut to its figures). */
 export const EvalTiming = v.object({
-  /** The captured module's and the candidate's median kernel time (µs, CUDA events). */
+  /** The captured module's median kernel time (µs, CUDA events). */
   baselineMedianUs: N,
+  /** The candidate's median kernel time (µs, CUDA events). */
   candidateMedianUs: N,
   /** Captured median / candidate median (Hodges–Lehmann over balanced blocks: src/replay/stats.ts): above 1, the candidate is faster; low–high its 99% interval. */
   speedup: N,
+  /** The speedup's 99% interval, low end. */
   low: N,
+  /** The speedup's 99% interval, high end. */
   high: N,
+  /** faster: the interval lies wholly above 1 + the margin; slower: wholly below 1 − it; same: no difference claimed (`decided` says whether one was ruled out). */
   verdict: v.picklist(["faster", "slower", "same"]),
   /**
    * The interval lies wholly beyond the margin (a claim) or wholly within it. false with verdict
@@ -50,6 +54,7 @@ export const EvalTiming = v.object({
   seconds: v.optional(N),
   /** Seconds the timed rounds waited for the GPU's timing window while another worker timed on it (src/util/timing-window.ts), a part of runSeconds; absent with one worker. */
   waitSeconds: v.optional(N),
+  /** The comparison in words: "1.07× faster (1.05–1.09)", "same within 1% (0.996–1.004)", "no difference claimed: …". */
   text: v.string(),
 });
 export type EvalTiming = v.InferOutput<typeof EvalTiming>;
