@@ -140,8 +140,9 @@ export const EvalRecord = v.object({
    * frame"), both from the cubin's .nv.info (src/codeobj/cubin.ts); null where unknown (a failed
    * build, a module that is not a cubin). moduleSha256: the SHA-256 (hex) of the module the build
    * made, what the GPU loads: two candidates with one digest are one kernel (an edit of comments
-   * or white space builds the module of the source it edited); absent where nothing was built and
-   * in records of kerncap before it (nu10 #15). module: the module's path inside the candidate's
+   * or white space builds the module of the source it edited); absent where nothing was built, for
+   * a build that fails (a compile-error, and a layout-change or a kernel not found: their module was
+   * built and refused, and is not kept) and in records of kerncap before it. module: the module's path inside the candidate's
    * kept copy (`copy`), where `eval --resume` finds it again to judge a candidate whose runs
    * were not made (no GPU where it was built: its module reused when its SHA-256 is still
    * moduleSha256, not built again); absent where no copy is kept.
