@@ -7,8 +7,9 @@
  * workers timing at once, against 0.042 s in a lone validate, and its interval widened to ±21% with
  * 8 (docs/benchmarks.md, 871ce8d); a turn for the timed rounds alone (071880f) left the others'
  * restores and checked runs beside them, and the comparisons of a 309 µs kernel took their whole
- * budget, one after the other. A hung candidate's checked run holds the shared window until eval's
- * watchdog kills its worker: the others' timed rounds wait meanwhile (their watchdogs paused).
+ * budget, one after the other. A hung candidate's first launch holds the shared window until eval's
+ * watchdog kills its worker (src/eval/watchdog.ts firstLaunchMs): the others' timed rounds wait
+ * meanwhile (their watchdogs paused).
  *
  * One flock(2) per GPU on a file in the eval's private folder (src/cache.ts privateTempFolder:
  * this user's, mode 0700), opened by each worker itself (an flock belongs to an open file
@@ -31,7 +32,7 @@ const LOCK_UN = 8;
  * Timing on one GPU: share() for the GPU work that is not timed (restores, checked runs), which
  * other processes' such work may overlap; enter() for the timed rounds, which nothing of the
  * window's other processes overlaps; leave() gives either back (idempotent). A process in the
- * shared window that enters converts its lock (flock(2) may give it up in between).
+ * shared window that enters lets go of it first, then waits as any other.
  */
 export interface TimingWindow {
   /**
