@@ -293,9 +293,10 @@ function replayChecked(capture: ReturnType<typeof openCapture>, fe: ReturnType<t
  * rebuilt module's run (src/rebuild/rebuilder.ts rebuiltRun) where --rebuild started one.
  */
 export function checkReplayOptions(m: Manifest, s: CheckSettings, rebuilt: Partial<ReplayOptions>): ReplayOptions {
+  // several workers: this worker's GPU's timing window
+  const window = s.timingWindows !== undefined ? gpuTimingWindow(s.timingWindows) : undefined;
   return {
-    // several workers: this worker's GPU's timing window
-    ...(s.timingWindows !== undefined && gpuTimingWindow(s.timingWindows) ? { timingWindow: gpuTimingWindow(s.timingWindows) } : {}),
+    ...(window ? { timingWindow: window } : {}),
     iters: s.iters,
     verify: s.verify,
     ordinal: 0,
