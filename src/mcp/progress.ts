@@ -87,6 +87,15 @@ export class ToolProgress {
     this.timer = undefined;
   }
 
+  /**
+   * The count of items the call will finish, known before the child says it (evaluate: its
+   * candidates), so that a record's notification before the first count line carries a total too;
+   * a count line's own N replaces it.
+   */
+  expectTotal(n: number): void {
+    if (this.total === undefined && Number.isSafeInteger(n) && n > 0) this.total = n;
+  }
+
   /** The call waits for a slot: said at once, and heartbeats say `what()` (`queued: …`) until running(). */
   queued(what: () => string): void {
     this.waiting = what;

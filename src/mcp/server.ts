@@ -106,6 +106,7 @@ async function evaluateTool(a: EvaluateIn, children: ToolChildren, trust: McpTru
   const dir = resolve(a.dir);
   readManifest(dir); // a capture folder, or the reader's own error: nothing is copied from elsewhere
   checkCandidates(a.candidates); // a call that cannot run is refused at once, not after its wait in line
+  progress?.expectTotal(a.candidates.length); // eval's count lines say candidates finished; a record may come before the first
   // written once the call holds its slot (runVerb's prepare): a call in line holds no files
   let folder: string | undefined;
   // the server may end (stdin closed, a signal) before this call's finally runs: its candidates go at the exit too

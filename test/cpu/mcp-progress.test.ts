@@ -201,6 +201,23 @@ describe("progress notifications", () => {
     expect(got[4]!.message).toBe("kerncap eval running: some other line");
   });
 
+  test("a record before the first count line carries the total the call expects (evaluate: its candidates; nu3: a fraction with no total)", () => {
+    const got: ProgressUpdate[] = [];
+    const p = new ToolProgress((x) => got.push(x), "kerncap evaluate", 1_000_000);
+    p.expectTotal(3);
+    p.stdoutLine(JSON.stringify(jsonDocument("eval-record", { label: "a", input: "cap1", verdict: "match", code: null })));
+    p.line("[1/3] match  a  cap1");
+    p.expectTotal(7); // a total already known is kept
+    p.line("[2/3] match  b  cap1");
+    expect(got.map((g) => g.total)).toEqual([3, 3, 3]);
+    expect(got.map((g) => g.progress)).toEqual([0.5, 1, 2]);
+    const q: ProgressUpdate[] = [];
+    const r = new ToolProgress((x) => q.push(x), "kerncap evaluate", 1_000_000);
+    r.expectTotal(0); // nothing to expect: no total until a count line
+    r.stdoutLine(JSON.stringify(jsonDocument("eval-record", { label: "a", input: "cap1", verdict: "match", code: null })));
+    expect(q[0]!.total).toBeUndefined();
+  });
+
   test("an eval record on the child's stdout goes out at once, whole, in the notification's _meta (nu10 #5: the message was padded table text only)", () => {
     const got: ProgressUpdate[] = [];
     const p = new ToolProgress((x) => got.push(x), "kerncap evaluate", 1_000_000);
@@ -262,6 +279,8 @@ describe("evaluate", () => {
     expect(seen.filter((p) => p.total === 3).map((p) => p.progress)).toContain(3);
     // each finished candidate's record came in a notification's _meta, as it finished (nu10 #5)
     const metas = seen.map((p) => (p as { _meta?: Record<string, any> })._meta?.[RECORD_META_KEY]).filter(Boolean);
+    // each record's notification carries the call's total, also one that came before the first count line
+    expect(seen.filter((p) => (p as { _meta?: Record<string, any> })._meta?.[RECORD_META_KEY]).map((p) => p.total)).toEqual([3, 3, 3]);
     expect(metas.map((x) => `${x.label}:${x.verdict}:${x.code}`).sort()).toEqual([
       "one:compile-error:E_BUILD",
       "three:error:E_PATCH",
