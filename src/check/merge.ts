@@ -15,7 +15,7 @@ import { escapedForMessage } from "../format/archive-common.ts";
 import { log } from "../log.ts";
 import { warnSharedParent } from "../cache.ts";
 import { documentId } from "../format/documents.ts";
-import { keyForReading, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
+import { keyForReading, recordAuthHint, recordAuthProblem, sealRecord, spellingProblem, type ResultsKey } from "../format/record-auth.ts";
 import { CheckRecord, recordProblem } from "../format/check-record.ts";
 import { readBaseline, requireBaselineFile, writeRunBaseline } from "./baseline.ts";
 import { checkOutputFile, recordOf, refuseNotOwn, reportOf, writeJunit, type CheckReport } from "./check.ts";
@@ -52,6 +52,10 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string; runS
     // a --json document says how many captures its run had: none is a shard that held none
     if (Array.isArray(doc?.captures) && doc.captures.length) {
       const key = keyForReading(path, MERGE_AUTH_HINT);
+      // its bytes as kerncap printed them (indented, or one line): a key given twice in a record passes the MAC (adversary 76)
+      const body = text.replace(/\r?\n$/, "");
+      const respelled = spellingProblem(body, doc, 2) && spellingProblem(body, doc);
+      if (respelled) throw new KerncapError("E_RECORD_AUTH", `${escapeForTerminal(path, { oneLine: true })}: ${respelled}`, { hint: MERGE_AUTH_HINT });
       doc.captures.forEach((x, i) => {
         const forged = recordAuthProblem(documentId("check-record"), x, key);
         if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, captures[${i}]: ${forged}`, { hint: MERGE_AUTH_HINT });

@@ -35,7 +35,7 @@ import { INPUT_FILE_MAX_BYTES, readInputFile } from "../format/paths.ts";
 import { CheckRecord, recordProblem } from "../format/check-record.ts";
 import { openNoFollow, refuseLink } from "../util/write-file.ts";
 import { notOwnFile } from "../user-group.ts";
-import { keyForReading, keyForWriting, recordAuthHint, recordAuthProblem, sealRecord, type ResultsKey } from "../format/record-auth.ts";
+import { keyForReading, keyForWriting, recordAuthHint, recordAuthProblem, sealRecord, spellingProblem, type ResultsKey } from "../format/record-auth.ts";
 
 export const RESULTS_FILE = "results.jsonl";
 /** Where a run that does not resume moves the previous run's results. */
@@ -117,9 +117,15 @@ export function parseRecords<R>(
     let rec: R | undefined;
     let marker: string | undefined;
     let markerRun: string | undefined;
+    // the bytes as kerncap wrote them: a key given twice passes the MAC over what JSON.parse kept (adversary 76)
+    const asWritten = (json: unknown) => {
+      const respelled = spellingProblem(body.endsWith("\r") ? body.slice(0, -1) : body, json);
+      if (respelled) throw new KerncapError("E_RECORD_AUTH", `${shown}, line ${line}: ${respelled}`, { hint: authHint });
+    };
     try {
       const json = JSON.parse(body);
       if (kind.marker && json?.schema === kind.marker) {
+        asWritten(json);
         const forged = recordAuthProblem(kind.marker, json, key!);
         if (forged) throw new KerncapError("E_RECORD_AUTH", `${shown}, line ${line}: ${forged}`, { hint: authHint });
         if (typeof json.shard !== "string" || !/^\d+\/\d+$/.test(json.shard)) throw new Error("a shard marker whose shard is not K/N");
@@ -136,6 +142,7 @@ export function parseRecords<R>(
         );
       // who wrote it, before what it says: a made-up record may hold any numbers a run could give
       if (marker === undefined) {
+        asWritten(json);
         const forged = recordAuthProblem(kind.schema, json, key!);
         if (forged) throw new KerncapError("E_RECORD_AUTH", `${shown}, line ${line}: ${forged}`, { hint: authHint });
         const r = v.safeParse(kind.record, json);

@@ -21,6 +21,8 @@ import { closeSync, constants, fstatSync, fsyncSync, linkSync, openSync, readFil
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
+import { jsonText } from "../escape.ts";
+import { nonFinite } from "./json-position.ts";
 import { resultsKeyOverride, type Env } from "../env.ts";
 import { log } from "../log.ts";
 import { stateDir, stateFolderRisk } from "./trust-records.ts";
@@ -286,6 +288,23 @@ export function recordAuthProblem(schema: string, raw: unknown, key: ResultsKey)
   const want = Buffer.from(macOf(schema, raw, key), "hex");
   if (!timingSafeEqual(want, Buffer.from(m[2]!, "hex"))) return "its authenticator does not match its contents: it was changed after kerncap wrote it";
   return undefined;
+}
+
+/**
+ * Why `text` (a record's line, or a --json document holding records) is not the text kerncap
+ * writes for `parsed` (what JSON.parse made of it: src/escape.ts jsonText, one line, or with
+ * `indent` spaces), or undefined when it is. The MAC covers the parsed record, and JSON.parse keeps
+ * the last of a key given twice: a key put before a record's own (`"verdict":"match"` ahead of the
+ * real one) passed its authenticator while a reader that keeps the first saw it (adversary 76), as
+ * did keys spelled with escapes. A line kerncap wrote reads back to itself. A text holding a
+ * number JSON.parse reads as Infinity (1e999) is left to the record's own checks, which name it.
+ */
+export function spellingProblem(text: string, parsed: unknown, indent?: number): string | undefined {
+  // JSON.stringify's spelling too (C1 and bidi characters raw: the same values), as files written before jsonText hold
+  if (jsonText(parsed, indent) === text || JSON.stringify(parsed, null, indent) === text) return undefined;
+  // a number JSON.parse read as Infinity: said as such by the record's own checks (json-position.ts nonFinite)
+  if (nonFinite(parsed)) return undefined;
+  return "its text is not the one kerncap writes for what it holds (a key given twice, or a key or value spelled with escapes or spaces kerncap does not write): it was changed after kerncap wrote it";
 }
 
 /**

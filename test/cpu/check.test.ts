@@ -1458,6 +1458,18 @@ describe("results records carry proof of the kerncap that wrote them (adv20 #2: 
     }
     // the genuine record is taken: the capture could not be checked
     expect(mergeResults([join(d, "real", "results.jsonl")], { slowerPct: 10 }).captures.map((c) => c.status)).toEqual(["error"]);
+    // its bytes changed without changing what JSON.parse keeps (a key given twice ahead of the record's own): refused as
+    // changed, in a results file and in a --json document, indented as printed or on one line (adversary 76 #02)
+    const line = readFileSync(join(d, "real", "results.jsonl"), "utf8").split("\n")[0]!;
+    const twice = line.replace(/^\{/, '{"status":"ok","outcome":"done",');
+    const dupFile = own(join(d, "twice.jsonl"), `${twice}\n`);
+    const dupErr = await thrownBy(() => mergeResults([dupFile], { slowerPct: 10 }));
+    expect([dupErr?.code, dupErr?.exitCode]).toEqual(["E_RECORD_AUTH", 2]);
+    expect(dupErr!.message).toStartWith(`${dupFile}, line 1: its text is not the one kerncap writes for what it holds (a key given twice`);
+    const printed = JSON.stringify({ captures: [JSON.parse(line)] }, null, 2);
+    expect(mergeResults([own(join(d, "printed.json"), `${printed}\n`)], { slowerPct: 10 }).captures.map((c) => c.status)).toEqual(["error"]);
+    const dupDoc = own(join(d, "twice.json"), `${printed.replace('"captures": [\n    {', '"captures": [\n    {\n      "status": "ok",')}\n`);
+    expect(await thrownBy(() => mergeResults([dupDoc], { slowerPct: 10 }))).toMatchObject({ code: "E_RECORD_AUTH" });
   });
 
   test("a record written under one KERNCAP_RESULTS_KEY merges and resumes under the same key; under another, or the user's own key, it is refused naming both key ids", async () => {

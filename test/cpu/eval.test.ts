@@ -1517,6 +1517,25 @@ describe("records carry proof of the kerncap that wrote them (adv20 #2: a made-u
     }
     // the genuine record is taken
     expect(mergeEval([real]).candidates.map((c) => c.verdict)).toEqual(["mismatch"]);
+    // its bytes changed without changing what JSON.parse keeps: a key given twice (a reader keeping the first sees
+    // "match"), a key spelled with an escape, a space: each refused as changed (adversary 76 #02)
+    const line = readFileSync(real, "utf8").split("\n")[0]!;
+    for (const [name, text] of [
+      ["twice", line.replace(/^\{/, '{"verdict":"match",')],
+      ["escaped", line.replace('"candidate":', '"\\u0063andidate":')],
+      ["spaced", line.replace('"verdict":', '"verdict": ')],
+    ] as const) {
+      expect(text, name).not.toBe(line);
+      const f = own(join(d, `${name}.jsonl`), `${text}\n`);
+      const e = await thrownBy(() => mergeEval([f]));
+      expect([e?.code, e?.exitCode], name).toEqual(["E_RECORD_AUTH", 2]);
+      expect(e!.message).toStartWith(`${f}, line 1: its text is not the one kerncap writes for what it holds (a key given twice`);
+      const r = await thrownBy(() => quiet(() => runEval(options([cap], files, { jsonl: f, resume: true }))));
+      expect(r?.code, name).toBe("E_RECORD_AUTH");
+      expect(readFileSync(f, "utf8")).toBe(`${text}\n`);
+    }
+    // a line ended CRLF (a file moved through a Windows tool) reads as written
+    expect(mergeEval([own(join(d, "crlf.jsonl"), readFileSync(real, "utf8").replace(/\n/g, "\r\n"))]).candidates.map((c) => c.verdict)).toEqual(["mismatch"]);
   });
 
   test("records written under one KERNCAP_RESULTS_KEY (the --jsonl file and the --json lines) merge and resume under it; under another key they are refused", async () => {
