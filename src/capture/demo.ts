@@ -7,6 +7,7 @@
  * tools can be tried on any machine; its replay needs a GPU from sm_80 (elsewhere than sm_90 the
  * driver JIT-compiles the PTX).
  */
+import { jsonText } from "../escape.ts";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { moveIntoPlace } from "./finalize.ts";
@@ -105,7 +106,7 @@ export function writeDemo(dir: string, force: boolean): { dir: string; manifest:
     // is made here, not received (the embedded manifest names none: it is made on every machine)
     // its sources as written, as a capture records them (inspect says which the user edits)
     const mf = join(tmp, "kerncap.json");
-    writeFileSync(mf, JSON.stringify({ ...JSON.parse(readFileSync(mf, "utf8")), host: hostIdentity(), sources: sourceDigests(tmp) }, null, 2) + "\n");
+    writeFileSync(mf, jsonText({ ...JSON.parse(readFileSync(mf, "utf8")), host: hostIdentity(), sources: sourceDigests(tmp) }, 2) + "\n");
     sealMadeHere(tmp); // the user's own, made here (src/format/made-here.ts): the rename below keeps the folder's identity
     rmSync(join(tmp, TEMP_MARKER));
     chmodSync(tmp, 0o755); // no group write whatever the umask: a group-writable capture counts as received (src/format/received.ts)

@@ -2,6 +2,7 @@
  * Turn a capture library's raw output (docs/raw-capture.md) into a checked capture folder:
  * kerncap.json (src/format/manifest.ts) with checksums, then an atomic rename to the final name.
  */
+import { jsonText } from "../escape.ts";
 import { existsSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { KerncapError } from "../errors.ts";
@@ -145,7 +146,7 @@ export async function finalizeCapture(input: unknown, o: FinalizeOptions): Promi
   // the reproducer's sources as written: inspect says which the user changed since (src/format/source-digests.ts)
   const sources = sourceDigests(o.tmpDir);
   if (sources.length) m.sources = sources;
-  writeFileSync(join(o.tmpDir, MANIFEST_FILE), JSON.stringify(m, null, 2) + "\n");
+  writeFileSync(join(o.tmpDir, MANIFEST_FILE), jsonText(m, 2) + "\n");
   rmSync(join(o.tmpDir, "raw.json"), { force: true });
   rmSync(join(o.tmpDir, ".kerncap-temp"), { force: true }); // src/leftovers.ts TEMP_MARKER: complete now // superseded by kerncap.json (kernels.<pid>.json stay: the launch census of each process)
   // made here by this user: sealed over the manifest and the folder (the rename keeps its identity; src/format/made-here.ts)

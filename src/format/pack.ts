@@ -8,7 +8,7 @@ import { closeSync, existsSync, fstatSync, lstatSync, readdirSync, readFileSync,
 import { basename, join, posix, resolve, sep } from "node:path";
 import { CLEAN_PARTS, staleCleanHolder } from "../leftovers.ts";
 import { KerncapError, whileReading } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, jsonText } from "../escape.ts";
 import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -392,7 +392,7 @@ export function withoutMachineIdBytes(bytes: Buffer | undefined): Uint8Array | u
   const host = (m as { host?: { machineId?: unknown } } | null)?.host;
   if (!host || typeof host !== "object" || host.machineId == null) return undefined;
   host.machineId = null;
-  return new TextEncoder().encode(`${JSON.stringify(m, null, 2)}\n`);
+  return new TextEncoder().encode(`${jsonText(m, 2)}\n`);
 }
 
 /**
@@ -493,7 +493,7 @@ async function writeArchive(
   try {
     const zip = new ZipWriter(fd, out);
     const now = new Date();
-    const text = new TextEncoder().encode(JSON.stringify(index, null, 1));
+    const text = new TextEncoder().encode(jsonText(index, 1));
     const ix = zip.add(`${root}/${PACK_INDEX}`, { deflate: true, mode: 0o644, mtime: now, usize: text.length });
     ix.push(text);
     ix.end();

@@ -36,7 +36,7 @@ import { sharedParentRisk } from "../cache.ts";
 import { log } from "../log.ts";
 import { readEnv, receivedSetting } from "../env.ts";
 import { KerncapError } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, jsonText } from "../escape.ts";
 
 /** The file `kerncap unpack` writes into every folder it unpacks. */
 export { RECEIVED_MARK };
@@ -430,7 +430,7 @@ function withoutMachineId(dir: string): void {
   const m = JSON.parse(text.toString("utf8"));
   if (m?.host && typeof m.host === "object" && m.host.machineId != null) {
     m.host.machineId = null;
-    writeInCapture(dir, MANIFEST_FILE, `${JSON.stringify(m, null, 2)}\n`);
+    writeInCapture(dir, MANIFEST_FILE, `${jsonText(m, 2)}\n`);
   }
 }
 

@@ -21,7 +21,7 @@
  * project, which the docs say), the tool's version. The manifest has no checksum of its own (files[] lists the other
  * files), so the redacted manifest verifies as the original did.
  */
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, jsonText } from "../escape.ts";
 import { MANIFEST_FILE } from "./manifest.ts";
 import { MANIFEST_MAX_BYTES, readInCapture } from "./paths.ts";
 
@@ -174,5 +174,5 @@ export function shippedManifestOf(dir: string, redact: boolean): { bytes: Uint8A
   const host = obj(json.host);
   if (host) host.machineId = null;
   const r = redact ? redactManifest(json) : { json, removed: [] };
-  return { bytes: new TextEncoder().encode(`${JSON.stringify(r.json, null, 2)}\n`), removed: r.removed };
+  return { bytes: new TextEncoder().encode(`${jsonText(r.json, 2)}\n`), removed: r.removed };
 }

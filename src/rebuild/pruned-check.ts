@@ -34,6 +34,7 @@ import { MANIFEST_MAX_BYTES, readInCapture, resolveInCapture, writeInCapture } f
 import { canonicalJson, type ResultsKey } from "../format/record-auth.ts";
 import { stateSeal, userResultsKey } from "../format/state-seal.ts";
 import { TOOL_VERSION } from "../version.ts";
+import { jsonText } from "../escape.ts";
 
 /** validate's work folder for the fast build, under the capture folder. */
 export const PRUNED_DIR = "build/pruned";
@@ -137,5 +138,5 @@ export function writePrunedCheck(dir: string, c: PrunedCheckFields): void {
   // as it reads back (JSON drops undefined members), sealed for this folder; with no key of the user's, no record (made again each time)
   const body = JSON.parse(JSON.stringify(doc)) as object;
   if (!key) return void rmSync(resolveInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`).path, { force: true });
-  writeInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, JSON.stringify({ ...body, auth: checkSeal(dir, body, key) }, null, 2) + "\n");
+  writeInCapture(dir, `${PRUNED_DIR}/${CHECK_FILE}`, jsonText({ ...body, auth: checkSeal(dir, body, key) }, 2) + "\n");
 }

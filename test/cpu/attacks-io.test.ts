@@ -13,8 +13,9 @@
  *  - hostile kernel names and paths rendered through every reproducer template (and export's README), then run.
  */
 import { describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { inflateSync } from "fflate";
 import { writeBaseline, BASELINE_SCHEMA } from "../../src/check/baseline.ts";
 import { runCheck, writeJunit, type CheckOptions } from "../../src/check/check.ts";
 import { mergeResults } from "../../src/check/merge.ts";
@@ -24,7 +25,7 @@ import { RESULTS_FILE } from "../../src/check/results.ts";
 import { Writable } from "node:stream";
 import { runCli } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
-import { escapeForTerminal } from "../../src/escape.ts";
+import { escapeForTerminal, jsonText } from "../../src/escape.ts";
 import { createLog, log } from "../../src/log.ts";
 import { packCapture, PACK_INDEX, type PackIndex } from "../../src/format/archive.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
@@ -751,6 +752,32 @@ describe("bidi controls and line separators in the files a viewer renders", () =
     for (const out of [xmlEscape(c1), xmlEscape(c1, true)]) {
       expect(out).not.toMatch(/[\u007f-\u009f]/);
       expect(out).toContain("\\x9b");
+    }
+  });
+
+  test("a manifest holding C1, bidi, line-separator and zero-width characters as JSON escapes keeps them escaped through pack, unpack and export (adversary 76 #09: written raw)", async () => {
+    const d = tempDir();
+    const cap = join(d, "c1");
+    expect((await output(() => runCli(["demo", cap]))).value).toBe(0);
+    rmSync(join(cap, "kerncap-made-here.json"), { force: true });
+    const mf = join(cap, "kerncap.json");
+    const m = JSON.parse(readFileSync(mf, "utf8"));
+    m.device.name = "H100\u009b2J\u009b31m \u202eevil\u2028x\u200b";
+    writeFileSync(mf, jsonText(m, 2) + "\n");
+    const raw = /[\u007f-\u009f\u200b\u202e\u2028]/;
+    expect(readFileSync(mf, "utf8")).not.toMatch(raw);
+    expect((await output(() => runCli(["pack", cap, "-o", join(d, "c1.zip")]))).value).toBe(0);
+    const packed = readRawZip(join(d, "c1.zip")).find((e) => e.name.endsWith("/kerncap.json"))!;
+    const packedText = new TextDecoder().decode(packed.method === 8 ? inflateSync(packed.data) : packed.data);
+    expect(JSON.parse(packedText).device.name).toBe(m.device.name);
+    expect(packedText).not.toMatch(raw);
+    expect((await output(() => runCli(["unpack", join(d, "c1.zip"), "-o", join(d, "c1-un")]))).value).toBe(0);
+    const exported = await output(() => runCli(["export", cap, "-o", join(d, "c1-exp"), "--trust"]));
+    expect(exported.value, exported.err).toBe(0);
+    for (const f of [join(d, "c1-un", "kerncap.json"), join(d, "c1-exp", "data", "kerncap.json")]) {
+      const text = readFileSync(f, "utf8");
+      expect(text, f).not.toMatch(raw);
+      expect(JSON.parse(text).device.name, f).toBe(m.device.name); // the same value, spelled as escapes
     }
   });
 

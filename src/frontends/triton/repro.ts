@@ -7,6 +7,7 @@
  * constexprs, attrs, compile options, target, Triton version, Python), `repro.py` (compiles exactly
  * that with triton.compile; prints the cubin path last), `build.sh`, `README.md`.
  */
+import { jsonText } from "../../escape.ts";
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { TritonSource } from "./join.ts";
@@ -93,7 +94,7 @@ export function renderTritonReproducer(o: TritonReproducerOptions): TritonReprod
     capturedSharedBytes: o.sharedMemBytes,
     autotune: s.autotune,
   };
-  writeFileSync(join(outDir, "pinned.json"), JSON.stringify(pinned, null, 2) + "\n");
+  writeFileSync(join(outDir, "pinned.json"), jsonText(pinned, 2) + "\n");
   files.push("pinned.json");
 
   const ctx = {
