@@ -308,8 +308,10 @@ export function assertEditableSource(manifest: Manifest, shown: string, who?: st
     });
   }
   const fe = frontendOf(manifest); // known: notAnEditableSource refused any other frontend's capture
-  const rel = shown.slice("src/".length);
-  if ((fe.generatedSources?.(manifest) ?? []).includes(rel)) {
+  // in any case: on a file system that folds case (macOS's, a mounted share), src/x.KERNCAP-slice.cu is the slice itself (adversary 76)
+  const generated = (fe.generatedSources?.(manifest) ?? []).find((g) => g.toLowerCase() === shown.slice("src/".length).toLowerCase());
+  if (generated !== undefined) {
+    const rel = generated;
     const from = fe.generatedFrom?.(manifest, rel);
     const what = `which kerncap generates${from ? ` from src/${from}` : ""} (list_files: editable false, generated true)`;
     throw new KerncapError("E_NOT_SOURCE", who ? `${who} writes ${shownPath(shown)}, ${what}` : `edit_file does not write ${shownPath(shown)}, ${what}`, {

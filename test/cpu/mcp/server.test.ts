@@ -393,6 +393,11 @@ describe("kerncap mcp", () => {
     );
     expect(slice.hint).toBe("Edit src/kernel.cu instead: validate remakes src/kernel.kerncap-slice.cu from it.");
     expect(readFileSync(join(dir, "src/kernel.kerncap-slice.cu"), "utf8")).toStartWith("// kerncap slice of src/kernel.cu");
+    // its name in another case is the slice itself where the file system folds case (adversary 76): refused too, nothing written
+    const folded = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/KERNEL.Kerncap-Slice.cu", content: "x" } })).error;
+    expect(folded.code).toBe("E_NOT_SOURCE");
+    expect(folded.message).toContain("which kerncap generates from src/kernel.cu");
+    expect(existsSync(join(dir, "src/KERNEL.Kerncap-Slice.cu"))).toBe(false);
     // a hidden source: pack and export leave it out, so an agent's header there would build otherwise from them (adversary 52)
     const hidden = doc(await c.callTool({ name: "edit_file", arguments: { dir, path: "src/.fast.cuh", content: "#define SCALE 2\n" } })).error;
     expect(hidden.code).toBe("E_PACK_NAME");
