@@ -12,6 +12,7 @@
  * Nothing is written into the application's working directory: `run` writes only DIR.tmp-<pid>-<token>
  * (renamed to DIR), `list` a folder under $TMPDIR, both removed when the session fails.
  */
+import { jsonText } from "../escape.ts";
 import { assertOutputPath } from "../format/archive.ts";
 import { CAPTURE_SET_FILE, CAPTURE_SET_FORMAT, type CaptureSet } from "../format/capture-set.ts";
 import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -355,7 +356,7 @@ async function finalizeCaptureSet(
   rmSync(join(tmp, TEMP_MARKER), { force: true });
   writeFileSync(
     join(tmp, CAPTURE_SET_FILE),
-    JSON.stringify(
+    jsonText(
       {
         format: CAPTURE_SET_FORMAT,
         version: 1,
@@ -366,7 +367,6 @@ async function finalizeCaptureSet(
           launchIndex: c.manifest.kernel.launchIndex,
         })),
       } satisfies CaptureSet,
-      null,
       2,
     ) + "\n",
   );

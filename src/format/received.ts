@@ -123,9 +123,8 @@ export function markReceived(dir: string, archive: string): void {
   writeInCapture(
     dir,
     RECEIVED_MARK,
-    JSON.stringify(
+    jsonText(
       { schema: "kerncap.received/1", archive: basename(archive), at: new Date().toISOString(), by: { name: hostIdentity().name }, kerncap: TOOL_VERSION },
-      null,
       2,
     ) + "\n",
   );

@@ -10,6 +10,7 @@
  *
  * A received capture's settings are the sender's: they are shown by `inspect` with the rest.
  */
+import { jsonText } from "../escape.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { createHash } from "node:crypto";
 import { accessSync, constants, rmSync } from "node:fs";
@@ -134,7 +135,7 @@ export function writeJudging(dir: string, s: JudgeSettings): string | undefined 
 
 /** The bytes writeJudging writes for settings `s` (already checked), as text. */
 function judgingText(c: JudgeSettings): string {
-  return JSON.stringify({ schema: JUDGE_SCHEMA, settings: c, sha256: digest(c) }, null, 1) + "\n";
+  return jsonText({ schema: JUDGE_SCHEMA, settings: c, sha256: digest(c) }, 1) + "\n";
 }
 
 /**
