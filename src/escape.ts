@@ -69,7 +69,9 @@ const JSON_RAW = new RegExp(`[\x7f-\x9f${INVISIBLE}]`, "gu");
  * overrides, zero-width ones, tags), default-ignorable code point and line separator written as a
  * JSON escape (\uNNNN; a pair of them past U+FFFF): a document printed on a terminal can't act on
  * it (U+009B is a CSI on some terminals, U+202E reverses what follows), and a JSON parser reads the
- * same value. (JSON.stringify escapes C0 itself.) The writer of kerncap's documents on stdout.
+ * same value. (JSON.stringify escapes C0 itself.) The writer of kerncap's documents on stdout and
+ * of the JSON files it writes beside them (manifests, records, the archive index, pinned.json): a
+ * value a sender stored escaped stays escaped (adversary 76 #09).
  */
 export function jsonText(value: unknown, indent?: number): string {
   return JSON.stringify(value, null, indent).replace(JSON_RAW, (c) =>
