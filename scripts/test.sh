@@ -34,7 +34,7 @@ log=$(mktemp)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/kerncap-tests-XXXXXX")
 trap 'rm -rf "$scratch" "$log"' EXIT
 # and the trust records of received captures (src/format/trust-records.ts) into a state folder of its own, not the user's
-TMPDIR="$scratch" XDG_STATE_HOME="$scratch/state" group bash -c 'set -o pipefail; node_modules/.bin/bun test "$@" 2>&1 | tee "$0"' "$log" "$@"
+TMPDIR="$scratch" XDG_STATE_HOME="$scratch/state" group bash -c 'set -o pipefail; node_modules/.bin/bun test --timeout 60000 "$@" 2>&1 | tee "$0"' "$log" "$@"
 rc=$?
 pass=$(grep -Eo '^ *[0-9]+ pass$' "$log" | grep -Eo '[0-9]+' | tail -1)
 fail=$(grep -Eo '^ *[0-9]+ fail$' "$log" | grep -Eo '[0-9]+' | tail -1)

@@ -287,7 +287,7 @@ describe("kerncap mcp", () => {
     expect(r.stdout.toString()).toBe("");
     expect(r.stderr.toString()).toContain("holds a control, bidi or line-separator character");
     expect(r.stderr.toString()).not.toMatch(/[\x1b\x9b\u202e]/);
-  });
+  }, 30_000); // sixteen kerncap processes, each a Bun start: 5 s was too little on a loaded 2-core machine
 
   test("inspect returns the verb's document; replay and validate their error documents without a GPU/build", async () => {
     const c = await connected();

@@ -191,7 +191,7 @@ ${KERNEL("SCALE * p->a")}int main() { return 0; }
     const want = kernelCodeSha256(join(ref.dir, "build", "ref.cubin"), ref.manifest);
     expect(want).toMatch(/^[0-9a-f]{64}$/);
     expect(codes).toEqual(Array(6).fill(want));
-  });
+  }, 60_000); // nvcc builds of the slice and the whole TU, here and in copies: 5 s was too little on a loaded 2-core machine
 
   test("after an agent's (confined) build the capture's own build.sh compiles the whole TU, the kernel the agent was judged by; the user's validate makes the slice again", () => {
     const c = capture();
