@@ -282,6 +282,18 @@ function checkInvariants(m: Manifest, where: string): void {
   for (const p of [m.params.file, m.module.file, m.memory.before, m.memory.after, ...m.files.map((f) => f.path)]) {
     if (!insideFolder(p)) throw bad(`file path ${JSON.stringify(p)} points outside the capture folder`);
   }
+  // the sources kerncap recorded at capture: files under src/ (inspect, pack and export compare src/ with them)
+  for (const [i, f] of (m.sources ?? []).entries()) {
+    const p = f.path;
+    if (
+      !p.startsWith("src/") ||
+      !insideFolder(p) ||
+      p.split("/").some((part) => part === "" || part === ".") ||
+      /[\x00-\x1f\x7f]/.test(p) ||
+      Buffer.byteLength(p) > 4096
+    )
+      throw bad(`sources[${i}].path ${JSON.stringify(p)} is not a file under src/ (relative, no "..", no control character, at most 4096 bytes)`);
+  }
   const seen = new Set<string>();
   for (const f of m.files) {
     const key = posix.normalize(f.path); // kernel//a and ./kernel/a name one file

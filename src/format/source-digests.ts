@@ -7,7 +7,6 @@
  * says what the sender's capture wrote, informational only (nothing is trusted by it).
  */
 import { createHash } from "node:crypto";
-import { lstatSync } from "node:fs";
 import { join } from "node:path";
 import { filesNotIn } from "./files-not-in.ts";
 import { readInCapture } from "./paths.ts";
@@ -62,16 +61,20 @@ export function differingFiles(dir: string, recorded: readonly FileDigest[], o: 
   const ignore = o.ignore ?? (() => false);
   const rec = new Map(recorded.map((r) => [r.path, r.sha256]));
   const out: DifferingFiles = { edited: [], added: [], gone: [] };
+  // what the folder holds, by a walk that follows no link: a recorded path is looked up here, never stat'ed by its name
+  // (a received manifest's sources[] named ../../etc/shadow, and inspect said whether it existed: adversary 77)
+  const present = filesNotIn(under ? join(dir, under) : dir, new Set()).map((f) => (under ? `${under}/${f}` : f));
+  const held = new Set(present);
+  const there = (path: string) => path.split("/").some((_, i, parts) => held.has(parts.slice(0, i + 1).join("/")));
   for (const [path, want] of rec) {
     if (ignore(path)) continue;
     const have = digestOf(dir, path);
     if (have === undefined) {
-      // a file that is there but does not read as a regular file of its own (a link now) counts as edited
-      if (lstatSync(join(dir, path), { throwIfNoEntry: false })) out.edited.push(path);
+      // a file that is there but does not read as a regular file of its own (a link now, or under one) counts as edited
+      if (there(path)) out.edited.push(path);
       else out.gone.push(path);
     } else if (have !== want) out.edited.push(path);
   }
-  const present = filesNotIn(under ? join(dir, under) : dir, new Set()).map((f) => (under ? `${under}/${f}` : f));
   for (const path of present) if (!rec.has(path) && !ignore(path)) out.added.push(path);
   return out;
 }

@@ -5,7 +5,7 @@
  * the capture wrote (found by a new user: inspect said nothing of src/, edited or not).
  */
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { finalizeCapture } from "../../src/capture/finalize.ts";
@@ -13,7 +13,7 @@ import { runCli } from "../../src/cli/main.ts";
 import { readManifest } from "../../src/format/capture-dir.ts";
 import { DOCUMENTS } from "../../src/format/documents.ts";
 import { differingFiles, sourceDigests } from "../../src/format/source-digests.ts";
-import { tempDir, writeRawCapture } from "./fixtures.ts";
+import { tempDir, thrownBy, writeRawCapture } from "./fixtures.ts";
 
 async function cli(argv: string[]): Promise<{ code: number; out: string }> {
   let out = "";
@@ -68,6 +68,42 @@ describe("the reproducer's sources as written", () => {
       added: ["src/new.h"],
       gone: ["src/b.h"],
     });
+    // a recorded path is looked up in the walk of src/, never stat'ed by name (adversary 77: a received record's
+    // ../../etc/shadow said whether that file existed): a path under a link counts as edited, one outside as gone
+    mkdirSync(join(dir, "real"));
+    writeFileSync(join(dir, "real/x.h"), "x");
+    symlinkSync(join(dir, "real"), join(dir, "src/linked"));
+    const outside = join(dir, "outside.txt");
+    writeFileSync(outside, "secret");
+    const crafted = [
+      { path: "src/linked/x.h", sha256: sha("x") },
+      { path: "src/../outside.txt", sha256: sha("secret") },
+    ];
+    expect(differingFiles(dir, crafted)).toMatchObject({ edited: ["src/linked/x.h"], gone: ["src/../outside.txt"] });
+  });
+
+  test("a manifest whose sources[] leave src/ (.., absolute, NUL, control characters, past 4096 bytes) is E_MANIFEST, never an internal error nor a look outside", async () => {
+    const d = tempDir("kerncap-sources-");
+    const cap = join(d, "cap");
+    expect(await runCli(["demo", cap])).toBe(0);
+    const mf = join(cap, "kerncap.json");
+    const m = JSON.parse(readFileSync(mf, "utf8"));
+    for (const bad of [
+      "../../../../etc/shadow",
+      "src/../../x",
+      "/etc/passwd",
+      "src/a\u0000b",
+      "src/a\nb",
+      "src//a",
+      "src/./a",
+      "kernel/module.cubin",
+      `src/${"a".repeat(5000)}`,
+    ]) {
+      writeFileSync(mf, JSON.stringify({ ...m, sources: [{ path: bad, sha256: sha("x") }] }));
+      const e = await thrownBy(() => readManifest(cap));
+      expect(e?.code, JSON.stringify(bad)).toBe("E_MANIFEST");
+      expect(e!.message).toContain("sources[0].path");
+    }
   });
 });
 
