@@ -62,6 +62,11 @@ export function readCaptureSet(dir: string): CaptureSet | undefined {
   // one folder per capture, as many as one run makes (--max-captures, at most 10 000): an index listing one member 1.3
   // million times (53 MB of JSON in a 169 KB tarball) had eval and kerncap mcp open it each time, 12 GB (adversary 64)
   const n = r.output.captures.length;
+  // a run that completed none writes no index (src/capture/session.ts): an empty one is crafted, and eval took its first member (adversary 78)
+  if (n === 0)
+    throw new KerncapError("E_MANIFEST", `${path} lists no capture: a run's set holds at least one`, {
+      hint: "The capture set's index is damaged or crafted; give one capture folder inside it, or capture again.",
+    });
   if (n > CAPTURE_SET_MAX)
     throw new KerncapError("E_MANIFEST", `${path} lists ${n} captures: a run makes at most ${CAPTURE_SET_MAX} (--max-captures)`, {
       hint: "The capture set's index is damaged or crafted; give one capture folder inside it, or capture again.",

@@ -58,6 +58,26 @@ describe("unpack refuses", () => {
     expect(onlyArchives(a.root)).toEqual([]);
   });
 
+  test("an index listing folders the archive holds no entry of (300 000 of them in an 800 KB archive made every one, 141 s: adversary 78): refused before anything is made", async () => {
+    const a = await packed();
+    expect(a.index.dirs.length).toBeGreaterThan(0);
+    // what pack writes: each listed folder has its folder entry
+    for (const d of a.index.dirs)
+      expect(
+        a.entries.some((e) => e.name === `cap/${d}/`),
+        d,
+      ).toBe(true);
+    const idx = { ...a.index, dirs: [...a.index.dirs, ...Array.from({ length: 50_000 }, (_, i) => `src/d${i}`)] };
+    const t0 = performance.now();
+    const e = await refusal(() => unpackArchive(a.write(a.entries, idx), a.out));
+    expect(e.code).toBe("E_ARCHIVE");
+    expect(e.message).toContain('kerncap-pack.json lists the folder "src/d0", which the archive holds no entry of');
+    expect(performance.now() - t0).toBeLessThan(5_000);
+    expect(onlyArchives(a.root)).toEqual([]);
+    // a folder the index names once more, its entry there: unpacks as before
+    expect(readdirSync((await unpackArchive(a.write(a.entries), join(a.root, "ok"))).dir)).toContain("kerncap.json");
+  });
+
   test("two records of the index naming one entry (a sparse image and a stored file of the image's entry name): adversary 61, one entry written as two files", async () => {
     const a = await packed();
     const idx = structuredClone(a.index);

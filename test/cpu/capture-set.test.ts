@@ -64,6 +64,10 @@ test("an index that lists one folder twice, or more captures than a run makes, i
   expect(e.message).toContain(`lists ${CAPTURE_SET_MAX + 1} captures: a run makes at most ${CAPTURE_SET_MAX}`);
   expect(performance.now() - t0).toBeLessThan(2000);
   expect(readCaptureSet(setDir({ ...good, captures: many.slice(0, CAPTURE_SET_MAX) }))?.captures).toHaveLength(CAPTURE_SET_MAX);
+  // none at all: a run that completes none writes no index, and eval took the empty set's first member (adversary 78: internal error)
+  const none = err(() => readCaptureSet(setDir({ ...good, captures: [] })));
+  expect(none.code).toBe("E_MANIFEST");
+  expect(none.message).toContain("lists no capture");
 });
 
 test("kerncap schema capture-set: the index's JSON Schema", () => {
