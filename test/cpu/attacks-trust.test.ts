@@ -501,6 +501,8 @@ describe("names are data", () => {
       rawZip([
         storedEntry(`${root}/${PACK_INDEX}`, JSON.stringify({ ...idx, root, files, dirs: [...idx.dirs, ...dirs] })),
         ...entries.slice(1).map((e) => ({ ...e, name: rename(e.name) })),
+        // a folder entry for each folder added, as pack writes one for each it lists (unpack refuses a folder without one)
+        ...dirs.map((d) => ({ ...storedEntry(`${root}/${d}/`, ""), mode: 0o40755 })),
       ]),
     );
     return { dir, archive };
