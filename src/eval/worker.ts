@@ -129,7 +129,7 @@ export class EvalJudge {
 
   /** The timing window of this worker's GPU (its CUDA_VISIBLE_DEVICES), telling the parent when it waits and when its launches go on. */
   private windowOf(s: EvalSettings): TimingWindow | undefined {
-    const w = s.timingWindows !== undefined ? gpuTimingWindow(s.timingWindows) : undefined;
+    const w = gpuTimingWindow(s.timingWindows);
     if (!w) return undefined;
     const told = (take: (waiting: () => void) => Promise<number>) => async () => {
       let waited = false;
@@ -153,7 +153,7 @@ export class EvalJudge {
     if (this.session && resolve(this.session.dir) === want) return this.session;
     this.close();
     // the restore shares the GPU with other workers' restores and checked runs, never with their timed rounds
-    const window = s.timingWindows !== undefined ? gpuTimingWindow(s.timingWindows) : undefined;
+    const window = gpuTimingWindow(s.timingWindows);
     this.session = await inSharedWindow(window, () => this.open(want, s));
     return this.session;
   }

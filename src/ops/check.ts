@@ -294,7 +294,7 @@ function replayChecked(capture: ReturnType<typeof openCapture>, fe: ReturnType<t
  */
 export function checkReplayOptions(m: Manifest, s: CheckSettings, rebuilt: Partial<ReplayOptions>): ReplayOptions {
   // several workers: this worker's GPU's timing window
-  const window = s.timingWindows !== undefined ? gpuTimingWindow(s.timingWindows) : undefined;
+  const window = gpuTimingWindow(s.timingWindows);
   return {
     ...(window ? { timingWindow: window } : {}),
     iters: s.iters,

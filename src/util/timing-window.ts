@@ -150,9 +150,10 @@ const ofThisProcess = new Map<string, TimingWindow | undefined>();
  * undefined (no window, nothing made) where `folder` is not a private folder of this user's (a
  * folder, not a link, of the effective user, no bit for group or others: what the parent's
  * privateTempFolder makes): a worker started by hand with settings naming another folder writes
- * nothing there (adversary 75).
+ * nothing there (adversary 75). No folder (one worker, or `--shared-timing`): undefined.
  */
-export function gpuTimingWindow(folder: string): TimingWindow | undefined {
+export function gpuTimingWindow(folder: string | undefined): TimingWindow | undefined {
+  if (folder === undefined) return undefined;
   if (!ofThisProcess.has(folder)) {
     let mine = false;
     try {
