@@ -37,9 +37,13 @@ import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readF
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapedForMessage } from "../format/archive-common.ts";
-import { illFormedStringAt } from "../escape.ts";
+import { escapeForTerminal, illFormedStringAt } from "../escape.ts";
+
+/** A candidate's path or spec as a message shows it: one line, escaped (a candidate list's text is its author's: adversary 79 #17). */
+const shown = (text: string | undefined) => escapeForTerminal(String(text), { oneLine: true });
 import { CANDIDATE_MAX_BYTES, digestOf, readCandidateFile, readGiven, readTree, treeFiles } from "./candidate-files.ts";
 import { log } from "../log.ts";
+import { refusePlantedLinks } from "../util/write-file.ts";
 import { readManifest } from "../format/capture-dir.ts";
 import { isCaptureTemp, readInputFile } from "../format/paths.ts";
 import { frontendOf } from "../frontends/index.ts";
@@ -169,9 +173,17 @@ export function parseCandidate(spec: string): Candidate {
   // name, another user's in /tmp, is never taken for it: trial 19); a file so named is given as ./NAME=VALUE
   if (/^[A-Za-z_]\w*=/.test(spec.trim()) && !spec.includes("/")) return configSpecCandidate(spec);
   const path = resolve(spec);
+  // a folder on the way that is another user's link (in /tmp, or a folder of theirs): they would choose which file of yours
+  // is compiled and quoted in the records (adversary 79 #04), as outputs through such a link are refused
+  refusePlantedLinks(
+    dirname(path),
+    "the candidate",
+    "Give the candidate by a path through folders of your own (the folder the link names, if it is yours, by its own path).",
+    true,
+  );
   const lst = lstatSync(path, { throwIfNoEntry: false });
   if (lst?.isSymbolicLink())
-    throw new KerncapError("E_CANDIDATE", `candidate ${path} is a symbolic link`, {
+    throw new KerncapError("E_CANDIDATE", `candidate ${shown(path)} is a symbolic link`, {
       hint: "A candidate is read with no link followed: give the file or folder it points to, or a copy of it.",
     });
   if (lst) {
@@ -180,7 +192,7 @@ export function parseCandidate(spec: string): Candidate {
     if (st.isDirectory()) {
       const { files, bytes } = readTree(path);
       if (!files.length)
-        throw new KerncapError("E_CANDIDATE", `candidate ${path} is an empty folder`, {
+        throw new KerncapError("E_CANDIDATE", `candidate ${shown(path)} is an empty folder`, {
           hint: "A tree candidate mirrors src/: the reproducer's sources with the edit.",
         });
       const digest = digestOf(
@@ -190,17 +202,17 @@ export function parseCandidate(spec: string): Candidate {
       return { id: `${label}@${digest.slice(0, 12)}`, label, kind: "tree", path, digest };
     }
     if (!st.isFile())
-      throw new KerncapError("E_CANDIDATE", `candidate ${path} is neither a folder nor a file`, {
+      throw new KerncapError("E_CANDIDATE", `candidate ${shown(path)} is neither a folder nor a file`, {
         hint: "Give an edited src/ folder, a .patch/.diff, a replacement file or a Triton config.",
       });
     if (st.size > CANDIDATE_MAX_BYTES)
-      throw new KerncapError("E_CANDIDATE", `candidate ${path} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
+      throw new KerncapError("E_CANDIDATE", `candidate ${shown(path)} has ${st.size} bytes; at most 64 MiB`, { hint: "Give a source file or a patch." });
     const kind: CandidateKind = /\.(patch|diff)$/i.test(label) ? "patch" : "file";
     const bytes = readCandidateFile(path, "", st);
     if (kind === "patch") {
       const why = patchModeProblem(bytes.toString("latin1"));
       if (why)
-        throw new KerncapError("E_PATCH", `candidate ${path}: ${why}`, {
+        throw new KerncapError("E_PATCH", `candidate ${shown(path)}: ${why}`, {
           hint: "A candidate patch edits the text of regular files of src/ (their content, new files of mode 100644); make it with diff -ru or git diff, without links or mode changes.",
         });
     }
@@ -208,7 +220,7 @@ export function parseCandidate(spec: string): Candidate {
     return { id: `${label}@${digest.slice(0, 12)}`, label, kind, path, digest };
   }
   if (/^[A-Za-z_]\w*=/.test(spec.trim())) return configSpecCandidate(spec);
-  throw new KerncapError("E_USAGE", `candidate ${spec}: no such file or folder, and not a Triton config (NAME=VALUE …)`, {
+  throw new KerncapError("E_USAGE", `candidate ${shown(spec)}: no such file or folder, and not a Triton config (NAME=VALUE …)`, {
     hint: "Give edited src/ folders, .patch/.diff files, replacement files, or Triton configs such as 'BLOCK_M=64 num_warps=4'.",
   });
 }
@@ -232,7 +244,7 @@ export function candidateOrRefusal(spec: string, parse: (spec: string) => Candid
     // a file of the candidate that cannot be read (another user's 0600 file in a shared candidate folder) is that candidate's fault, not the eval's (trial 26)
     const e =
       caught instanceof KerncapError && caught.code === "E_IO"
-        ? new KerncapError("E_CANDIDATE", `candidate ${spec}: ${caught.message}`, { hint: caught.hint ?? "Make its files readable, or leave it out." })
+        ? new KerncapError("E_CANDIDATE", `candidate ${shown(spec)}: ${caught.message}`, { hint: caught.hint ?? "Make its files readable, or leave it out." })
         : caught;
     if (!(e instanceof KerncapError) || !FAULTS.has(e.code)) throw e;
     const path = resolve(spec);
@@ -292,7 +304,7 @@ export function overlayCandidate(spec: string): Candidate {
   if (!st?.isDirectory())
     throw new KerncapError(
       st ? "E_CANDIDATE" : "E_USAGE",
-      `overlay candidate ${path} is ${st?.isSymbolicLink() ? "a symbolic link" : st ? "not a folder" : "missing"}`,
+      `overlay candidate ${shown(path)} is ${st?.isSymbolicLink() ? "a symbolic link" : st ? "not a folder" : "missing"}`,
       {
         hint: "An overlay is a folder holding src/… with the files that replace or add files of src/ (read with no link followed).",
       },
@@ -302,7 +314,7 @@ export function overlayCandidate(spec: string): Candidate {
   if (!files.length || outside !== undefined)
     throw new KerncapError(
       "E_CANDIDATE",
-      `overlay candidate ${path} ${outside !== undefined ? `holds ${escapedForMessage(outside)}, which is not under src/` : "holds no files"}`,
+      `overlay candidate ${shown(path)} ${outside !== undefined ? `holds ${escapedForMessage(outside)}, which is not under src/` : "holds no files"}`,
       { hint: "An overlay holds src/… only: the files that replace or add files of the capture's src/, at their paths from the capture folder." },
     );
   const digest = digestOf(
@@ -483,7 +495,7 @@ export async function materialise(capture: string, c: Candidate, dest: string): 
     if (hits.length !== 1) {
       throw new KerncapError(
         "E_CANDIDATE",
-        `candidate ${c.path}: ${hits.length ? `${hits.length} files of src/ are named ${name} (${hits.join(", ")})` : `src/ has no file named ${name}`}`,
+        `candidate ${shown(c.path)}: ${hits.length ? `${hits.length} files of src/ are named ${name} (${hits.join(", ")})` : `src/ has no file named ${name}`}`,
         {
           hint: "A replacement file takes the name of the one file of src/ it replaces; otherwise give a tree (an edited copy of src/) or a patch.",
         },
@@ -518,7 +530,7 @@ function refuseForeignGenerated(capture: string, c: Candidate, dest: string): vo
   rmSync(dest, { recursive: true, force: true });
   throw new KerncapError(
     "E_CANDIDATE",
-    `candidate ${c.kind === "overlay" ? c.label : (c.path ?? c.label)}: ${problem}; a candidate's build compiles only what kerncap generates from its sources`,
+    `candidate ${shown(c.kind === "overlay" ? c.label : (c.path ?? c.label))}: ${problem}; a candidate's build compiles only what kerncap generates from its sources`,
     {
       hint: "Make the edit in the TU (or the file the kernel is defined in), the file the generated one is made from, and leave the generated file out of the candidate or as kerncap wrote it: kerncap makes it again from the TU.",
     },
@@ -543,7 +555,7 @@ function refuseIncompleteTree(capture: string, c: Candidate, files: string[]): v
     // the fix in the message itself: a record's reason is what eval's table and an agent read, not the hint (nu16 #11)
     throw new KerncapError(
       "E_CANDIDATE",
-      `candidate ${where} holds a src/ folder: a candidate folder is an edited copy of src/ itself (give ${join(where, "src")})`,
+      `candidate ${shown(where)} holds a src/ folder: a candidate folder is an edited copy of src/ itself (give ${shown(join(where, "src"))})`,
       {
         hint: `Give ${join(where, "src")} as the candidate (kerncap eval CAP edits/*/src for several).`,
       },
@@ -551,7 +563,7 @@ function refuseIncompleteTree(capture: string, c: Candidate, files: string[]): v
   }
   throw new KerncapError(
     "E_CANDIDATE",
-    `candidate ${c.path} is a folder, so it replaces src/ whole, and it lacks ${missing.map((f) => `src/${f}`).join(", ")}, which the build compiles (it holds ${files.length > 3 ? `${files.length} files` : files.join(", ")})`,
+    `candidate ${shown(c.path)} is a folder, so it replaces src/ whole, and it lacks ${missing.map((f) => `src/${f}`).join(", ")}, which the build compiles (it holds ${files.length > 3 ? `${files.length} files` : files.join(", ")})`,
     {
       hint: `Give a copy of the whole src/ with the edit (cp -r ${shellPath(join(capture, "src"))} edited, then edit it), a patch against src/, or the edited file alone (a replacement file named as the file of src/ it replaces).`,
     },

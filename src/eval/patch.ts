@@ -87,6 +87,8 @@ function unquote(s: string, line: number): { name: string; rest: string } {
 
 /** diff -u's timestamp after a name (GNU: 2024-01-02 03:04:05.000000000 +0000; ctime: Thu Jan  1 00:00:00 1970). */
 const TIMESTAMP = /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?( [+-]\d{4})?|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\r?$/;
+/** The ctime form, which git does not take for a date: it ends the name at a tab only, so after a space the date is part of the name to git. */
+const CTIME = /^[A-Z][a-z]{2} [A-Z][a-z]{2} /;
 
 /** The name of a `---`/`+++` line (after the prefix): quoted and decoded, or up to a tab or space; what follows may only be a timestamp. */
 function fileName(rest: string, line: number): string | undefined {
@@ -99,6 +101,11 @@ function fileName(rest: string, line: number): string | undefined {
   }
   const tail = after.replace(/^[\t ]+/, "");
   if (tail && !TIMESTAMP.test(tail)) throw new PatchProblem(`has a file name followed by ${quoted(tail)} (line ${line}), which kerncap does not read`);
+  // kerncap and git read one name: a ctime date after a space is the name's to git (adversary 79 #15: "new.cu Thu Jan  1 …")
+  if (tail && CTIME.test(tail) && !after.startsWith("\t"))
+    throw new PatchProblem(
+      `has a file name followed by a space and ${quoted(tail)} (line ${line}), which git reads as part of the name (it ends a name at a tab)`,
+    );
   return name === "/dev/null" ? undefined : name;
 }
 

@@ -35,7 +35,9 @@ export function exportDocument(
   const from = pinned ?? (ownManifest ? { fnName: s.fnName, constexprs: s.constexprs ?? [] } : undefined);
   const exprOf = new Map<string, string | null>((from?.constexprs ?? []).map((c: { name: string; expr?: string }) => [c.name, c.expr ?? null]));
   const fnName: string | undefined = typeof from?.fnName === "string" ? from.fnName : undefined;
-  const kernelFile = pinned?.kernelFile ?? (fnName ? `${fnName}.py` : undefined);
+  // the kernel file is the one pinned.json names, which the trust gate showed and hashed; a name made from fnName only for the
+  // user's own capture (adversary 79 #21: a received pinned.json without kernelFile ran src/<fnName>.py, never shown)
+  const kernelFile = pinned?.kernelFile ?? (ownManifest && fnName ? `${fnName}.py` : undefined);
   return {
     format: EXPORT_FORMAT,
     version: 1,

@@ -20,7 +20,7 @@
  * capture (src/format/paths.ts: a hard link may share data with a file outside the folder), so a
  * hard-linked export would break the capture it came from.
  */
-import { jsonText } from "../escape.ts";
+import { escapeForTerminal, jsonText } from "../escape.ts";
 import {
   chmodSync,
   closeSync,
@@ -195,6 +195,11 @@ export function exportCapture(dir: string, outPath: string, o: ExportOptions = {
     if (received && existsSync(join(tmp, "src"))) remakeGeneratedSources(tmp, m);
     const triton = !amd && tritonSourceOf(m) ? tritonPart(capDir, m, params, plan) : null;
     const doc = exportDocument(m, plan, files, triton, digests, triton ? pinnedOf(capDir, o.trustedFiles) : undefined, !received);
+    // repro.py runs only the kernel file pinned.json names (shown and hashed by trust): without one it says so and stops; ./repro still runs the module
+    if (triton && (doc.triton as { kernelFile: string | null }).kernelFile === null)
+      log.warn(
+        `${escapeForTerminal(capDir, { oneLine: true })}: no kernel file named by a pinned.json kerncap may run (a received capture's is the one its pinned.json names): the exported repro.py will refuse to run; ./repro runs the captured module`,
+      );
     writeFileSync(join(tmp, EXPORT_FILE), jsonText(doc, 2) + "\n");
     const hasBuild = existsSync(join(tmp, "build.sh"));
     const commands = {

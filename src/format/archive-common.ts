@@ -137,10 +137,12 @@ export function escapedName(b: Uint8Array): string {
  * and git finds no repository without a HEAD. And an AI agent's or an editor's (adversary 52):
  * Claude Code's `.claude/` hooks, `.mcp.json` and `.cursor/` MCP servers, agents' standing
  * instructions (CLAUDE.md, AGENTS.md, GEMINI.md, .cursorrules…), cuda-gdb's and neovim's start-up
- * files, clangd's configuration (a compiler it runs), bazel's, asdf's, nix's and deno's.
+ * files, clangd's configuration (a compiler it runs), bazel's, asdf's, nix's and deno's. And
+ * `node_modules`: Node and Bun load a package from it for any script below it that requires the
+ * package's name (adversary 79 #27: an archive unpacked as ~/node_modules served `require("src")`).
  */
 const TOOL_FILE =
-  /^(HEAD|\.(git(attributes|modules)?|github|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|direnv|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml|pdbrc|gdbinit|cuda-gdbinit|lldbinit|husky|pre-commit-config\.ya?ml|justfile|claude|mcp\.json|cursor|cursorrules|windsurfrules|continue|aider[^/]*|nvim\.lua|nvimrc|clangd|bazelrc|tool-versions)|mise\.toml|conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|noxfile\.py|package\.json|bunfig\.toml|justfile|taskfile\.ya?ml|claude\.md|agents\.md|gemini\.md|flake\.nix|deno\.jsonc?)$/i;
+  /^(HEAD|\.(git(attributes|modules)?|github|hg|hgrc|svn|bzr|cargo|npmrc|yarnrc(\.yml)?|envrc|direnv|env|vscode|idea|devcontainer|exrc|dir-locals\.el|mise\.toml|pdbrc|gdbinit|cuda-gdbinit|lldbinit|husky|pre-commit-config\.ya?ml|justfile|claude|mcp\.json|cursor|cursorrules|windsurfrules|continue|aider[^/]*|nvim\.lua|nvimrc|clangd|bazelrc|tool-versions)|mise\.toml|conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|noxfile\.py|package\.json|bunfig\.toml|justfile|taskfile\.ya?ml|claude\.md|agents\.md|gemini\.md|flake\.nix|deno\.jsonc?|node_modules)$/i;
 
 /**
  * Why a name in an archive (its root folder, or a `/`-separated path inside it) is not portable
@@ -154,7 +156,7 @@ export function unportableName(name: string): string | undefined {
     if (!/^[A-Za-z0-9._+-]+$/.test(part)) return "holds a character outside letters, digits and ._+- (a space, shell syntax, a control character, …)";
     if (part.startsWith("-")) return "has a part starting with - (read as an option)";
     if (TOOL_FILE.test(part))
-      return "names a tool's own files (git's, a bare repository's HEAD included, Mercurial's, cargo's, npm's, Bun's, direnv's, pytest's, tox's, a debugger's, a task runner's, CI's, an editor's, an AI agent's): they name commands that tool runs";
+      return "names a tool's own files (git's, a bare repository's HEAD included, Mercurial's, cargo's, npm's, Bun's, direnv's, pytest's, tox's, a debugger's, a task runner's, CI's, an editor's, an AI agent's, Node's node_modules): they name commands or code that tool runs";
     // Python would run a cached bytecode file in place of the source shown (adversary 58): pack and export leave them out
     if (isPythonBytecode(part))
       return "is Python's bytecode cache (__pycache__, .pyc): Python would run it in place of the source beside it, and pack and export leave it out";

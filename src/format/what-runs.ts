@@ -45,6 +45,8 @@ export interface BuildScriptReading {
   why?: string;
   /** A stock build.sh's compile flags (its template's flags slot, as written), which the refusal shows in place of its text. */
   flags?: string;
+  /** The interpreter a stock build.sh runs (Triton's `captured_py` slot), which must be the one the run files name and the refusal shows. */
+  interpreter?: string;
   programs: NamedProgram[];
   named: string[];
 }
@@ -157,6 +159,12 @@ export function readWhatRuns(dir: string, frontend: string, received = false): W
         },
       );
     }
+    // a stock build.sh runs the Python of its own slot: shown as the run files' interpreter only when it is that one (adversary 79 #02)
+    if (reading.stock && reading.interpreter !== undefined && reading.interpreter !== interpreter)
+      Object.assign(reading, {
+        stock: false,
+        why: `build.sh runs the interpreter ${escapeForTerminal(JSON.stringify(reading.interpreter), { oneLine: true })}, not ${interpreter === null ? "the one the capture's run files name (none)" : `${escapeForTerminal(JSON.stringify(interpreter), { oneLine: true })}, ${interpreterNamed ?? "the interpreter"}`}`,
+      });
     if (!reading.stock) {
       notStock = reading.why ?? "build.sh is not the one this kerncap writes";
       addReachable(dir, files, reading.named);

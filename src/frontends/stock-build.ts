@@ -464,9 +464,7 @@ export function readBuildScripts(templates: readonly TemplateFile[] | undefined,
       `build.sh's compile flags pass ${JSON.stringify(odd)}, an option kerncap does not know to be only a compile setting (it may write, run or read files of its own choosing)`,
     );
   const programs = codeLoadingWords(words);
-  if (slots.python !== undefined) {
-    const py = flagWords(slots.python)[0];
-    if (py) programs.push({ flag: "build.sh's Python", value: py, kind: "program" });
-  }
-  return { stock: true, programs, named: [], flags: slots.flags ?? "" };
+  const py = slots.python !== undefined ? (flagWords(slots.python)[0] ?? "") : undefined;
+  if (py) programs.push({ flag: "build.sh's Python", value: py, kind: "program" });
+  return { stock: true, programs, named: [], flags: slots.flags ?? "", ...(py !== undefined ? { interpreter: py } : {}) };
 }

@@ -66,13 +66,14 @@ const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOL
  * output went (adversary 38: an unpack, an export and a pack written into the victim's ~/t09).
  * Every prefix of `folder` as given (made absolute) is looked at with lstat, no link followed;
  * a missing one ends the walk (the caller's own checks say it).
- * @param what what kerncap writes there, for the message ("the archive")
+ * @param what what kerncap writes there, for the message ("the archive"); with `reads`, what it reads there ("the candidate")
  * @throws KerncapError E_UNSAFE_PATH naming the link and its owner, with `hint`
  */
 export function refusePlantedLinks(
   folder: string,
   what = "what kerncap writes",
   hint = "Name a folder of your own (the folder the link names, if it is yours, by its own path).",
+  reads = false,
 ): void {
   const me = process.getuid?.() ?? -1;
   let at = "/";
@@ -91,7 +92,7 @@ export function refusePlantedLinks(
       if (((parent.mode & 0o1002) === 0o1002 && parent.uid !== st.uid) || parent.uid === st.uid)
         throw new KerncapError(
           "E_UNSAFE_PATH",
-          `${escapeForTerminal(JSON.stringify(next), { oneLine: true })} is a symbolic link that another user (uid ${st.uid}) made in ${at}, ${parent.uid === st.uid ? "a folder of theirs" : "a folder anyone may write"}: following it would let them choose where ${what} is written`,
+          `${escapeForTerminal(JSON.stringify(next), { oneLine: true })} is a symbolic link that another user (uid ${st.uid}) made in ${at}, ${parent.uid === st.uid ? "a folder of theirs" : "a folder anyone may write"}: following it would let them choose ${reads ? `what kerncap reads as ${what}` : `where ${what} is written`}`,
           { hint },
         );
     }

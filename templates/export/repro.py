@@ -19,8 +19,13 @@ import re
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, here)
-import kcdata  # noqa: E402
+# kcdata from this folder by its path; then this folder leaves the import path, so the kernel file runs alone, as
+# validate runs it: a module beside it (src/helper.py, a triton.py) is never imported in its place or by it unshown
+_spec = importlib.util.spec_from_file_location("kcdata", os.path.join(here, "kcdata.py"))
+kcdata = importlib.util.module_from_spec(_spec)
+sys.modules["kcdata"] = kcdata
+_spec.loader.exec_module(kcdata)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
 
 EXIT_ERROR, EXIT_DAMAGED = 2, 3
 
@@ -85,6 +90,8 @@ if device == "cpu" and not interpret:
 # which Python would load in its place, unchecked against the source), never under another encoding its
 # coding line names (UTF-7 turns what reads as a comment into code): the text shown is the text that runs
 sys.dont_write_bytecode = True
+if not isinstance(t.get("kernelFile"), str):
+    fail("kerncap-export.json names no kernel file (its triton.kernelFile): export the capture again")
 path = os.path.join(here, t["kernelFile"])
 with open(path, "rb") as f:
     source = f.read()

@@ -291,3 +291,25 @@ describe("a tune space of billions of configs", () => {
     expect(performance.now() - t0).toBeLessThan(30_000); // refused before anything is expanded (expanding took gigabytes and minutes)
   }, 60_000);
 });
+
+test("a candidate's path or spec with a newline, ESC or a bidi override reaches a message as one escaped line: no forged line (adversary 79 #17)", async () => {
+  const { parseCandidate, candidateOrRefusal } = await import("../../src/eval/candidates.ts");
+  const hostile = "\x1b]0;PWNED\x07\n[kerncap] \u2714 forged line\u202e";
+  const d = tempDir();
+  mkdirSync(join(d, `empty${hostile}`));
+  const messages: string[] = [];
+  for (const spec of [join(d, `nope${hostile}`), join(d, `empty${hostile}`)]) {
+    try {
+      messages.push(candidateOrRefusal(spec, parseCandidate).refused?.reason ?? "");
+    } catch (e) {
+      messages.push((e as Error).message);
+    }
+  }
+  expect(messages).toHaveLength(2);
+  expect(messages[0]).toContain("no such file or folder");
+  expect(messages[1]).toContain("is an empty folder");
+  for (const m of messages) {
+    expect(m).not.toMatch(/[\n\x1b\x07\u202e]/);
+    expect(m).toContain("\\n[kerncap]");
+  }
+});

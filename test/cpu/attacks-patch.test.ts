@@ -81,6 +81,8 @@ const HOSTILE: [string, string, string[]][] = [
     ["E_PATCH"],
   ],
   ["a name followed by more than a timestamp", "--- a/x.sh\t.cu\n+++ b/x.sh\t.cu\n@@ -0,0 +1 @@\n+id\n", ["E_PATCH"]],
+  // git takes no ctime date for one and ends the name at a tab only: after a space it is part of the name (adversary 79 #15)
+  ["a ctime date after a space", "--- a/kernel.cu Thu Jan  1 00:00:00 1970\n+++ b/kernel.cu Thu Jan  1 00:00:00 1970\n@@ -1 +1 @@\n-x\n+y\n", ["E_PATCH"]],
   ["a hunk line that is none", "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-x\n+y\n+z\n", ["E_PATCH"]],
   ["text before the first diff", "Subject: a fix\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-x\n+y\n", ["E_PATCH"]],
 ];
@@ -117,6 +119,8 @@ describe("candidate patches are read as git apply reads them", () => {
       "diff --git a/src/util.h b/src/util.h\nindex dc904e7..5331e8e 100644\n--- a/src/util.h\n+++ b/src/util.h\n@@ -1,2 +1,2 @@\n int a;\n-int b;\n+int c;\ndiff --git a/src/empty.h b/src/empty.h\nnew file mode 100644\nindex 0000000..e69de29\ndiff --git a/src/n.h b/src/n.h\nnew file mode 100644\nindex 0000000..975fbec\n--- /dev/null\n+++ b/src/n.h\n@@ -0,0 +1 @@\n+y\n",
       'diff --git a/util.h "b/util.h"\nindex dc904e7..5331e8e 100644\n--- a/util.h\n+++ "b/util.h"\n@@ -1,2 +1,2 @@\n int a;\n-int b;\n+int c;\ndiff --git a/empty.h b/empty.h\nnew file mode 100644\nindex 0000000..e69de29\n',
       "diff -ruN src/util.h edited/util.h\n--- src/util.h\t2026-12-03 15:34:32.622132866 +0000\n+++ edited/util.h\t2026-12-03 15:34:32.622132866 +0000\n@@ -1,2 +1,2 @@\n int a;\n-int b;\n+int c;\ndiff -ruN src/n.h edited/n.h\n--- src/n.h\t1970-01-01 00:00:00.000000000 +0000\n+++ edited/n.h\t2026-12-03 15:34:32.622132866 +0000\n@@ -0,0 +1 @@\n+y\n\\ No newline at end of file\n",
+      // a ctime date after a tab (diff -c's and older diff -u's form): git and kerncap both end the name at the tab
+      "--- src/util.h\tThu Jan  1 00:00:00 1970\n+++ edited/util.h\tThu Dec  3 15:34:32 2026\n@@ -1,2 +1,2 @@\n int a;\n-int b;\n+int c;\n",
     ];
     const root = tempDir();
     for (const [k, patch] of patches.entries()) {
@@ -130,7 +134,13 @@ describe("candidate patches are read as git apply reads them", () => {
       await materialise(cap, { id: "c@0", label: "c.patch", kind: "patch", path: join(root, "c.patch") }, dest);
       expect(readFileSync(join(dest, "src/util.h"), "utf8")).toBe("int a;\nint c;\n");
       expect(readdirSync(join(dest, "src")).sort()).toEqual(
-        k === 1 ? ["empty.h", "kernel.cu", "util.h"] : k === 0 ? ["empty.h", "kernel.cu", "n.h", "util.h"] : ["kernel.cu", "n.h", "util.h"],
+        k === 1
+          ? ["empty.h", "kernel.cu", "util.h"]
+          : k === 0
+            ? ["empty.h", "kernel.cu", "n.h", "util.h"]
+            : k === 3
+              ? ["kernel.cu", "util.h"]
+              : ["kernel.cu", "n.h", "util.h"],
       );
     }
   });

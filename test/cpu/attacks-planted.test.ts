@@ -111,3 +111,39 @@ test("a new capture's folder inside a capture (demo, unpack -o, run --out): the 
   expect(demo.exitCode).toBe(2);
   expect(demo.stderr.toString()).toContain("Write it to a folder outside every capture");
 });
+
+test.skipIf(process.getuid?.() !== 0)(
+  "an eval candidate named through another user's link (in a sticky folder, or a folder of theirs): refused, the file it reaches never read (adversary 79 #04)",
+  async () => {
+    const { chmodSync, lchownSync, chownSync } = await import("node:fs");
+    const { parseCandidate } = await import("../../src/eval/candidates.ts");
+    const d = tempDir();
+    const mine = join(d, "mine");
+    mkdirSync(mine, { mode: 0o700 });
+    writeFileSync(join(mine, "saxpy.cu"), "// SECRET_TOKEN\n");
+    const sticky = join(d, "shared");
+    mkdirSync(sticky);
+    chmodSync(sticky, 0o1777);
+    symlinkSync(mine, join(sticky, "lnk"));
+    lchownSync(join(sticky, "lnk"), 65534, 65534); // nobody's link
+    const theirs = join(d, "theirs");
+    mkdirSync(theirs);
+    symlinkSync(mine, join(theirs, "lnk"));
+    lchownSync(join(theirs, "lnk"), 65534, 65534);
+    chownSync(theirs, 65534, 65534);
+    for (const via of [join(sticky, "lnk"), join(theirs, "lnk")]) {
+      let err: unknown;
+      try {
+        parseCandidate(join(via, "saxpy.cu"));
+      } catch (e) {
+        err = e;
+      }
+      expect((err as KerncapError).code, via).toBe("E_UNSAFE_PATH");
+      expect((err as KerncapError).message).toContain("what kerncap reads as the candidate");
+    }
+    // the user's own link, and the folder by its own path: read
+    symlinkSync(mine, join(d, "own"));
+    expect(parseCandidate(join(d, "own", "saxpy.cu")).kind).toBe("file");
+    expect(parseCandidate(join(mine, "saxpy.cu")).kind).toBe("file");
+  },
+);

@@ -235,6 +235,51 @@ describe("what runs is what was trusted", () => {
     expect(hand.e.hint).toContain("(remembered for this folder and these exact files (build.sh, src/kernel.cu): a change to any of them asks again)");
   }, 60_000);
 
+  test("a received Triton capture whose stock build.sh runs another Python than pinned.json names: build.sh is shown whole, the two named (adversary 79 #02)", async () => {
+    const root = tempDir();
+    const tpl = readFileSync(resolve(import.meta.dir, "../../templates/triton/build.sh.hbs"), "utf8");
+    const render = (python: string) =>
+      templateEngine().compile(tpl, { strict: true, noEscape: true })({ kernelName: "k", kernelFile: "k.py", tritonVersion: "3.0.0", python });
+    const triton = (python: string) => (made: string) => {
+      const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
+      m.kernel.frontend = "triton";
+      writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
+      cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
+      writeFileSync(join(made, "pinned.json"), JSON.stringify({ fnName: "k", python: "/usr/bin/python3", kernelFile: "k.py" }));
+      writeFileSync(join(made, "src/k.py"), "pass\n");
+      writeFileSync(join(made, "build.sh"), render(python), { mode: 0o755 });
+    };
+    // the same Python: kerncap's own build.sh, not printed
+    const same = await received(join(root, "a"), HONEST, triton("/usr/bin/python3"));
+    const honest = await quietly(() => requireTrustedBuild(same, readManifest(same), false));
+    expect(honest.e.code).toBe("E_UNTRUSTED");
+    expect(honest.err).not.toContain("captured_py=");
+    // another program in build.sh's slot (one root owns, which the program check lets through): the script is printed whole
+    const other = await received(join(root, "b"), HONEST, triton("/usr/bin/id"));
+    const { err, e } = await quietly(() => requireTrustedBuild(other, readManifest(other), false));
+    expect(e.code).toBe("E_UNTRUSTED");
+    expect(err).toContain("\ncaptured_py=/usr/bin/id\n");
+    expect(err + e.message).toContain('build.sh runs the interpreter "/usr/bin/id", not "/usr/bin/python3", the interpreter pinned.json names');
+  }, 60_000);
+
+  test("a received Triton capture whose pinned.json is {} or [] (no kernel file named): E_MANIFEST before anything is shown or runs (adversary 79 #21)", async () => {
+    for (const [k, pinned] of ["{}", "[]", '{"python":"/usr/bin/python3"}'].entries()) {
+      const dir = await received(join(tempDir(), `p${k}`), HONEST, (made) => {
+        const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
+        m.kernel.frontend = "triton";
+        writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
+        cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
+        writeFileSync(join(made, "pinned.json"), pinned);
+        writeFileSync(join(made, "src/k.py"), "pass\n");
+      });
+      const { err, e } = await quietly(() => requireTrustedBuild(dir, readManifest(dir), false));
+      expect(e.code, pinned).toBe("E_MANIFEST");
+      expect(e.message, pinned).toContain("pinned.json is malformed at");
+      expect(existsSync(join(dir, "build/ran")), pinned).toBe(false);
+      expect(err, pinned).not.toContain("──── build.sh");
+    }
+  }, 60_000);
+
   test("a received Triton capture whose pinned.json kernelFile is ../.notes/readme.py: refused before anything runs", async () => {
     const root = tempDir();
     const marker = join(root, "readme-ran");
@@ -598,7 +643,7 @@ describe("names are data", () => {
       ["build", "is build/ or lies in it"],
       ["build/pruned", "is build/ or lies in it"],
       ["bin", "is no folder of a capture"],
-      ["node_modules", "is no folder of a capture"],
+      ["node_modules", "names a tool's own files"],
       ["processes/1", "lies in processes/, which holds only one file per process"],
       ["kernel/.hidden", "is a hidden name"],
     ] as const) {
@@ -631,7 +676,11 @@ describe("names are data", () => {
     for (const [root, entry, why] of [
       ["json", "__init__.py", "is a program or a module by its name"],
       ["pip", "__main__.py", "is a program or a module by its name"],
-      ["node_modules", "lodash/index.js", "lies in lodash/, which is no folder of a capture"],
+      ["node_modules", "lodash/index.js", "names a tool's own files"],
+      // a capture's own folders under a root named node_modules: Node served require("src") from it (adversary 79 #27); at any depth too
+      ["node_modules", "src/index.js", "names a tool's own files"],
+      ["cap", "src/node_modules/x/index.js", "names a tool's own files"],
+      ["cap", "lodash/index.js", "lies in lodash/, which is no folder of a capture"],
       ["cap", "tools/python3", "lies in tools/, which is no folder of a capture"],
       ["cap", "kernel/__init__.py", "is a program or a module by its name"],
       ["cap", "memory/sitecustomize.py", "is a program or a module by its name"],

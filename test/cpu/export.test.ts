@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, spyOn, test } from "bun:test";
 import {
   chmodSync,
   closeSync,
+  copyFileSync,
   cpSync,
   existsSync,
   linkSync,
@@ -56,6 +57,16 @@ const FAKE_LIBCUDA = join(import.meta.dir, "../apps/fake_libcuda.c");
 function sh(cmd: string[], o: { cwd?: string; env?: Record<string, string> } = {}): { code: number; out: string; err: string } {
   const p = Bun.spawnSync(cmd, { cwd: o.cwd, env: { ...process.env, ...o.env }, stdout: "pipe", stderr: "pipe" });
   return { code: p.exitCode ?? -1, out: p.stdout.toString(), err: p.stderr.toString() };
+}
+
+/** Stand-ins for PyTorch (no GPU) and Triton under DIR/fake-py, enough for repro.py to reach its kernel file under TRITON_INTERPRET=1. */
+function fakeTorchTriton(dir: string): string {
+  const fake = join(dir, "fake-py");
+  mkdirSync(join(fake, "torch"), { recursive: true });
+  mkdirSync(join(fake, "triton"), { recursive: true });
+  writeFileSync(join(fake, "triton/__init__.py"), "");
+  writeFileSync(join(fake, "torch/__init__.py"), "class _Cuda:\n    def is_available(self):\n        return False\ncuda = _Cuda()\n");
+  return fake;
 }
 
 /** The fake driver, built once: DIR/libcuda.so (and .so.1). */
@@ -971,6 +982,54 @@ describe("kerncap export: what the Triton script imports and evaluates", () => {
     const theirs = join(cap, "..", "theirs");
     exportCapture(got, theirs);
     expect(doc(theirs)).toMatchObject({ fnName: null, kernelFile: null, constexprs: [{ name: "BLOCK", expr: null, value: 128 }] });
+    // a received pinned.json naming no kernelFile (adversary 79 #21): no file named after its fnName either, which no prompt showed or
+    // hashed; the script refuses, exit 2, naming what is missing
+    const { kernelFile: _, ...noKernelFile } = pinned;
+    writeFileSync(join(cap, "pinned.json"), JSON.stringify(noKernelFile));
+    const p2 = await packCapture(cap, join(cap, "..", "t2.zip"));
+    const got2 = (await unpackArchive(p2.archive, join(cap, "..", "got2"))).dir;
+    const theirs2 = join(cap, "..", "theirs2");
+    exportCapture(got2, theirs2);
+    expect(doc(theirs2)).toMatchObject({ fnName: "axpy_kernel", kernelFile: null });
+    if (PY) {
+      const ran = sh([PY, join(theirs2, "repro.py"), "--no-verify"], { env: { PYTHONPATH: fakeTorchTriton(join(cap, "..")), TRITON_INTERPRET: "1" } });
+      expect(ran.err).toContain("names no kernel file");
+      expect(ran.code).toBe(2);
+    }
+  });
+});
+
+describe.skipIf(!PY)("kerncap export: the Triton script runs the kernel file alone", () => {
+  test("a module beside it in the export (src/helper.py, ./helper.py) is not importable by the kernel file: only what trust showed runs (adversary 79 #23)", async () => {
+    const { cap } = await tritonCapture();
+    const root = join(cap, "..");
+    const ran = join(root, "helper-ran");
+    writeFileSync(join(cap, "src/helper.py"), `open(${JSON.stringify(ran)}, "w").close()\n`);
+    const kernel = join(cap, "src/axpy_kernel.py");
+    const reached = join(root, "kernel-ran");
+    writeFileSync(
+      kernel,
+      `open(${JSON.stringify(reached)}, "w").close()\ntry:\n    from src import helper\nexcept ImportError:\n    pass\ntry:\n    import helper\nexcept ImportError:\n    pass\n${readFileSync(kernel, "utf8")}`,
+    );
+    const out = join(root, "out");
+    exportCapture(cap, out);
+    expect(existsSync(join(out, "src/helper.py"))).toBe(true); // the project is copied whole; it is not on the import path
+    copyFileSync(join(out, "src/helper.py"), join(out, "helper.py"));
+    for (const cwd of [out, root]) {
+      const r = sh([PY!, join(out, "repro.py"), "--no-verify"], { cwd, env: { PYTHONPATH: fakeTorchTriton(root), TRITON_INTERPRET: "1" } });
+      expect(r.err).not.toContain("No module named 'kcdata'"); // kcdata is loaded by its path
+      expect(existsSync(reached)).toBe(true); // the kernel file ran (and tried both imports)
+      expect(existsSync(ran)).toBe(false);
+      rmSync(reached);
+    }
+    // and through `python3 -c` from the export's folder ('' on the path): not imported either
+    const c = sh([PY!, "-c", `import runpy, sys; sys.argv = ["repro.py", "--no-verify"]; runpy.run_path("repro.py", run_name="__main__")`], {
+      cwd: out,
+      env: { PYTHONPATH: fakeTorchTriton(root), TRITON_INTERPRET: "1" },
+    });
+    expect(c.err).not.toContain("No module named 'kcdata'");
+    expect(existsSync(reached)).toBe(true);
+    expect(existsSync(ran)).toBe(false);
   });
 });
 

@@ -45,10 +45,16 @@ export const Pinned = v.looseObject({
 export type Pinned = v.InferOutput<typeof Pinned>;
 
 /**
- * The part of pinned.json that decides what a rebuild runs (src/format/trust.ts): the interpreter
- * and the kernel file, each a string when present. What tune reads besides is checked by Pinned.
+ * The part of pinned.json that decides what a rebuild runs (src/format/trust.ts): an object (not a
+ * list) naming the kernel file (every pinned.json kerncap writes does: repro.py and an export run
+ * that file and no other, so one without it is refused before anything is shown or trusted:
+ * adversary 79 #21) and the interpreter, a string when present. What tune reads besides is
+ * checked by Pinned.
  */
-export const PinnedRuns = v.looseObject({ python: v.optional(v.string()), kernelFile: v.optional(v.string()) });
+export const PinnedRuns = v.pipe(
+  v.looseObject({ python: v.optional(v.string()), kernelFile: v.string() }),
+  v.check((x) => !Array.isArray(x), "Invalid type: Expected Object but received Array"),
+);
 
 /**
  * The pinned.json of folder `dir` (its bytes, as read by the caller: src/format/paths.ts

@@ -18,7 +18,7 @@ export function tritonKernelFile(dir: string): string[] {
   try {
     const bytes = readInCapture(dir, PINNED_FILE, MANIFEST_MAX_BYTES);
     const pin = bytes ? parsePinned(dir, bytes, PinnedRuns) : undefined;
-    return pin?.kernelFile !== undefined && relativePathProblem(pin.kernelFile) === undefined ? [pin.kernelFile] : [];
+    return pin && relativePathProblem(pin.kernelFile) === undefined ? [pin.kernelFile] : [];
   } catch {
     return []; // no pinned.json, or one the trust gate refuses by name before any build
   }
@@ -35,21 +35,17 @@ export const tritonRunFiles: RunFiles = {
     const pinned = read.get(PINNED_FILE);
     const pin = pinned ? parsePinned(dir, pinned, PinnedRuns) : undefined;
     if (!pin) return { files: [], interpreter: null };
-    const files: string[] = [];
-    if (pin.kernelFile !== undefined) {
-      const problem = relativePathProblem(pin.kernelFile);
-      if (problem) {
-        throw new KerncapError(
-          "E_UNSAFE_PATH",
-          `${dir}/pinned.json names the kernel file ${JSON.stringify(pin.kernelFile)}, which ${problem}: a Triton reproducer runs only files under src/`,
-          {
-            hint: "The capture was altered (kerncap writes src/<function>.py); nothing was run. Capture again, or ask for a clean copy.",
-          },
-        );
-      }
-      files.push(`src/${pin.kernelFile}`);
+    const problem = relativePathProblem(pin.kernelFile);
+    if (problem) {
+      throw new KerncapError(
+        "E_UNSAFE_PATH",
+        `${dir}/pinned.json names the kernel file ${escapeForTerminal(JSON.stringify(pin.kernelFile), { oneLine: true })}, which ${problem}: a Triton reproducer runs only files under src/`,
+        {
+          hint: "The capture was altered (kerncap writes src/<function>.py); nothing was run. Capture again, or ask for a clean copy.",
+        },
+      );
     }
-    return { files, interpreter: pin.python ?? null };
+    return { files: [`src/${pin.kernelFile}`], interpreter: pin.python ?? null };
   },
   interpreter: {
     named: "the interpreter pinned.json names",
