@@ -99,6 +99,16 @@ async function received(root: string, script: string, more: (made: string) => vo
   }
 }
 
+/** Make the capture in `made` a Triton one: its manifest's frontend, kerncap's repro.py, `pinned` as pinned.json (text as given), src/k.py `kernel`. */
+function asTriton(made: string, pinned: string, kernel: string): void {
+  const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
+  m.kernel.frontend = "triton";
+  writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
+  cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
+  writeFileSync(join(made, "pinned.json"), pinned);
+  writeFileSync(join(made, "src/k.py"), kernel);
+}
+
 const sha256 = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
 
 /** A build.sh that marks that it ran and prints a module it made. */
@@ -188,14 +198,9 @@ describe("what runs is what was trusted", () => {
 
   test("the refusal of a received Triton capture shows every file its compile runs (build.sh, pinned.json, repro.py, the kernel file, the interpreter) and one digest; an edit of the kernel file changes it", async () => {
     const root = tempDir();
-    const dir = await received(root, HONEST, (made) => {
-      const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
-      m.kernel.frontend = "triton";
-      writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
-      cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
-      writeFileSync(join(made, "pinned.json"), JSON.stringify({ fnName: "k", python: "/opt/py/bin/python3", kernelFile: "k.py" }));
-      writeFileSync(join(made, "src/k.py"), "import os  # the kernel's module: code that runs\n");
-    });
+    const dir = await received(root, HONEST, (made) =>
+      asTriton(made, JSON.stringify({ fnName: "k", python: "/opt/py/bin/python3", kernelFile: "k.py" }), "import os  # the kernel's module: code that runs\n"),
+    );
     const { err, e } = await quietly(() => requireTrustedBuild(dir, readManifest(dir), false, { command: `kerncap tune ${dir}` }));
     expect(e.code).toBe("E_UNTRUSTED");
     for (const name of ["build.sh", "pinned.json", "repro.py", "src/k.py"])
@@ -241,12 +246,7 @@ describe("what runs is what was trusted", () => {
     const render = (python: string) =>
       templateEngine().compile(tpl, { strict: true, noEscape: true })({ kernelName: "k", kernelFile: "k.py", tritonVersion: "3.0.0", python });
     const triton = (python: string) => (made: string) => {
-      const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
-      m.kernel.frontend = "triton";
-      writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
-      cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
-      writeFileSync(join(made, "pinned.json"), JSON.stringify({ fnName: "k", python: "/usr/bin/python3", kernelFile: "k.py" }));
-      writeFileSync(join(made, "src/k.py"), "pass\n");
+      asTriton(made, JSON.stringify({ fnName: "k", python: "/usr/bin/python3", kernelFile: "k.py" }), "pass\n");
       writeFileSync(join(made, "build.sh"), render(python), { mode: 0o755 });
     };
     // the same Python: kerncap's own build.sh, not printed
@@ -264,14 +264,7 @@ describe("what runs is what was trusted", () => {
 
   test("a received Triton capture whose pinned.json is {} or [] (no kernel file named): E_MANIFEST before anything is shown or runs (adversary 79 #21)", async () => {
     for (const [k, pinned] of ["{}", "[]", '{"python":"/usr/bin/python3"}'].entries()) {
-      const dir = await received(join(tempDir(), `p${k}`), HONEST, (made) => {
-        const m = JSON.parse(readFileSync(join(made, "kerncap.json"), "utf8"));
-        m.kernel.frontend = "triton";
-        writeFileSync(join(made, "kerncap.json"), JSON.stringify(m));
-        cpSync(resolve(import.meta.dir, "../../templates/triton/repro.py"), join(made, "repro.py"));
-        writeFileSync(join(made, "pinned.json"), pinned);
-        writeFileSync(join(made, "src/k.py"), "pass\n");
-      });
+      const dir = await received(join(tempDir(), `p${k}`), HONEST, (made) => asTriton(made, pinned, "pass\n"));
       const { err, e } = await quietly(() => requireTrustedBuild(dir, readManifest(dir), false));
       expect(e.code, pinned).toBe("E_MANIFEST");
       expect(e.message, pinned).toContain("pinned.json is malformed at");
