@@ -8,10 +8,17 @@ cd "$(dirname "$0")/.."
 # SIGTERM/SIGINT stop the run at once: each step runs in a process group of its own (setsid),
 # waited for in the background (bash runs a trap only between commands, so a step in the
 # foreground would go on until it ended); the trap ends that whole group (bun, its test processes,
-# tee, a compiler), then the EXIT trap removes the temporary files
+# tee, a compiler), then the EXIT trap removes the temporary files. What of the group is still
+# there 3 s after SIGTERM is killed (bun test finishes its running test first, and its test
+# processes may ignore TERM): nothing keeps writing into the folder being removed
 run=
 stop() {
-  [ -n "$run" ] && kill -TERM -- "-$run" 2>/dev/null && wait "$run" 2>/dev/null
+  if [ -n "$run" ]; then
+    kill -TERM -- "-$run" 2>/dev/null
+    for _ in $(seq 30); do kill -0 -- "-$run" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$run" 2>/dev/null
+    wait "$run" 2>/dev/null
+  fi
   echo "test.sh: stopped by SIG$1" >&2
   exit "$2"
 }
