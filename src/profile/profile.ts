@@ -14,6 +14,7 @@ import { existsSync, lstatSync, readFileSync, renameSync, rmSync } from "node:fs
 import { basename, dirname, join, resolve } from "node:path";
 import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import { KerncapError } from "../errors.ts";
+import { probeGpu } from "../native/libcuda.ts";
 import { privateTempFolder } from "../cache.ts";
 import { capturePath, mkdirInCapture } from "../format/paths.ts";
 import { tempFor } from "../leftovers.ts";
@@ -143,6 +144,22 @@ export function ncuFailure(code: number, out: string, err: string, kernel: strin
 }
 
 /**
+ * Why `tool` wrote no report: no usable GPU here (probeGpu's E_NO_GPU or the driver's error, said
+ * as every GPU verb says it: ncu may print nothing then), else the tool's failure (ncuFailure; E_NSYS).
+ */
+function noReport(tool: "ncu" | "nsys", r: { code: number; out: string; err: string }, kernel: string): KerncapError {
+  try {
+    probeGpu();
+  } catch (e) {
+    if (e instanceof KerncapError) return new KerncapError(e.code, `${tool} wrote no report (exit ${r.code}): ${e.message}`, { hint: e.hint ?? "", cause: e });
+  }
+  if (tool === "ncu") return ncuFailure(r.code, r.out, r.err, kernel);
+  return new KerncapError("E_NSYS", `nsys wrote no report (exit ${r.code}):\n${toolTail(r.out, r.err)}`, {
+    hint: "Run with --verbose for nsys's whole output; run `kerncap replay DIR` alone to see that the replay works.",
+  });
+}
+
+/**
  * The capture is one the Nsight tools can profile: an NVIDIA one.
  * @throws KerncapError E_FRONTEND (an AMD capture)
  */
@@ -213,12 +230,7 @@ export async function profileReplay(dir: string, m: Manifest, o: ProfileOptions 
     const r = await runBuildCommand(command, process.cwd(), env, undefined, { sharedTmp: true });
     const profileSeconds = (performance.now() - t0) / 1000;
     if (!o.quiet) log.debug(`${tool} output:\n${r.out}\n${r.err}`);
-    if (!existsSync(base + ext)) {
-      if (tool === "ncu") throw ncuFailure(r.code, r.out, r.err, m.kernel.name);
-      throw new KerncapError("E_NSYS", `nsys wrote no report (exit ${r.code}):\n${toolTail(r.out, r.err)}`, {
-        hint: "Run with --verbose for nsys's whole output; run `kerncap replay DIR` alone to see that the replay works.",
-      });
-    }
+    if (!existsSync(base + ext)) throw noReport(tool, r, m.kernel.name);
     const v = /^(MATCH|MISMATCH)\b/m.exec(r.out)?.[1];
     const verdict = v === "MATCH" ? "match" : v === "MISMATCH" ? "mismatch" : null;
     let figures: NcuFigures | null = null;

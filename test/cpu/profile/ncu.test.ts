@@ -249,3 +249,36 @@ describe("profile -o/--export (ncu's option) and -f", () => {
     expect(() => ncuUserOptions(["-o", "x"])).toThrow(/kerncap profile DIR -o PATH/);
   });
 });
+
+describe("profile where no GPU is", () => {
+  test("an ncu that writes no report and prints nothing: the missing GPU said as every GPU verb says it (its code and hint), not an empty E_NCU (nu #3)", async () => {
+    const { probeGpu } = await import("../../../src/native/libcuda.ts");
+    let noGpu: KerncapError | undefined;
+    try {
+      probeGpu();
+    } catch (e) {
+      noGpu = e as KerncapError;
+    }
+    if (!noGpu) return; // a machine with a GPU: the GPU suite profiles there
+    const { makeCapture } = await import("../fixtures.ts");
+    const dir = join(tempDir(), "cap");
+    await makeCapture(dir);
+    const bin = tempDir();
+    writeFileSync(join(bin, "ncu"), "#!/bin/sh\nexit 1\n");
+    chmodSync(join(bin, "ncu"), 0o755);
+    const saved = process.env.PATH;
+    process.env.PATH = `${bin}:${saved}`;
+    try {
+      const e = (await profileCapture(dir, { toolOptions: [], quiet: true }).then(
+        () => undefined,
+        (x) => x,
+      )) as KerncapError;
+      expect(e.code).toBe(noGpu.code);
+      expect(e.message).toContain("ncu wrote no report (exit 1): ");
+      expect(e.message).toContain(noGpu.message);
+      expect(e.hint).toBe(noGpu.hint);
+    } finally {
+      process.env.PATH = saved;
+    }
+  });
+});
