@@ -34,6 +34,7 @@ import { argumentProblems, gatedArgv, judgingArguments, toolInput, toolSchema, T
 import { outputSchema } from "./output-schema.ts";
 import { illFormedStringAt, stringWhere } from "../escape.ts";
 import { answerMalformedCalls, unreadableIds } from "./malformed.ts";
+import { unansweredCalls } from "./unanswered.ts";
 import { driverLikelyPresent } from "../native/libcuda-search.ts";
 
 export { ToolChildren } from "./children.ts";
@@ -454,8 +455,9 @@ export async function serve(transport: Transport, trust: McpTrust = {}, jobs?: n
   try {
     await server.connect(transport);
     answerUnreadable(transport);
+    const unanswered = unansweredCalls(transport);
     await closed;
-    running = children.size;
+    running = Math.max(children.size, unanswered()); // a call with no child yet (or none at all) goes unanswered too
     children.stop("SIGTERM"); // nobody is left to answer: a call's child must not outlive the session
     // a client that closed stdin before its answers came (a one-shot `printf … | kerncap mcp`) is told why none came
     if (running && !stops.signal)

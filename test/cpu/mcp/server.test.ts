@@ -138,6 +138,32 @@ describe("kerncap mcp", () => {
     }
   });
 
+  test("stdin closed with calls in flight: each tools/call is answered or counted in the one warning, a call with no child process too (nu #4: an inspect went unanswered, unsaid)", async () => {
+    const main = join(import.meta.dir, "../../../src/cli/main.ts");
+    const dir = join(tempDir(), "cap");
+    expect(await runCli(["demo", dir])).toBe(0);
+    const lines = [
+      { id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } },
+      { method: "notifications/initialized" },
+      { id: 9, method: "tools/call", params: { name: "inspect", arguments: { dir: "/nonexistent-kerncap-cap" } } },
+      { id: 3, method: "tools/call", params: { name: "inspect", arguments: { dir, verify: true } } },
+      { id: 4, method: "tools/call", params: { name: "inspect", arguments: { dir } } },
+      { id: 5, method: "tools/list" },
+    ].map((m) => `${JSON.stringify({ jsonrpc: "2.0", ...m })}\n`);
+    const p = Bun.spawnSync([process.execPath, main, "mcp"], { stdin: new Blob(lines), stdout: "pipe", stderr: "pipe", timeout: 30_000 });
+    expect(p.exitCode).toBe(0);
+    const answered = new Set(
+      p.stdout
+        .toString()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l).id),
+    );
+    const unanswered = [9, 3, 4].filter((id) => !answered.has(id)).length;
+    const said = /stdin closed while (\d+) tool calls? (was|were) running/.exec(p.stderr.toString());
+    expect(said ? Number(said[1]) : 0).toBe(unanswered);
+  });
+
   test("--trust-builds: the server's help names every tool it gates; it and the agent skill say a capture trusted on the command line (recorded) builds without it", () => {
     const help = Bun.spawnSync([process.execPath, join(import.meta.dir, "../../../src/cli/main.ts"), "mcp", "--help"], { stdout: "pipe", stderr: "pipe" });
     const text = (help.stdout.toString() + help.stderr.toString()).replace(/\s+/g, " ");
