@@ -6,7 +6,7 @@
 import { existsSync, lstatSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
-import { absolutePathList, whichAbsolute } from "../env.ts";
+import { absolutePathList, buildChildEnv, whichAbsolute } from "../env.ts";
 import { escapedForMessage, unportableName } from "../format/archive-common.ts";
 import type { Manifest } from "../format/manifest.ts";
 import { relativePathProblem } from "../format/paths.ts";
@@ -151,7 +151,9 @@ export async function applyPatch(src: string, name: string, text: Buffer, dest: 
     stderr: "pipe",
     // outside any repository: a .git/ in the copy (a received capture's, or one planted above it) names
     // filters and hooks that git would run (found by a trial: a filter's command ran as the user)
-    env: { ...process.env, PATH: path, ...GIT_ALONE },
+    // and no load path that names the working folder (the copy of src/: an empty LD_LIBRARY_PATH entry loaded a received
+    // capture's src/libpcre2-8.so.0 into git, adversary 80 #22): builds' rule (buildChildEnv)
+    env: buildChildEnv({ ...process.env, PATH: path, ...GIT_ALONE }, [dest, src]),
   });
   const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
   rmSync(checked, { force: true });

@@ -145,3 +145,32 @@ describe("candidate patches are read as git apply reads them", () => {
     }
   });
 });
+
+describe("git apply's environment", () => {
+  const CC = Bun.which("gcc") ?? Bun.which("cc");
+  test.skipIf(!CC)(
+    "an empty LD_LIBRARY_PATH entry (the working folder: the candidate's copy of src/) loads no library of the capture into git (adversary 80 #22)",
+    async () => {
+      const cap = await capture();
+      const root = tempDir();
+      const marker = join(root, "library-ran");
+      writeFileSync(join(root, "lib.c"), `#include <stdio.h>\n__attribute__((constructor)) static void ran(void) { FILE* f = fopen(${JSON.stringify(marker)}, "w"); if (f) fclose(f); }\n`);
+      // every library git links, by the names the loader looks for
+      for (const name of ["libpcre2-8.so.0", "libz.so.1"]) {
+        const r = Bun.spawnSync([CC!, "-shared", "-fPIC", "-o", join(cap, "src", name), join(root, "lib.c")], { stderr: "pipe" });
+        expect(r.exitCode, r.stderr.toString()).toBe(0);
+      }
+      writeFileSync(join(root, "c.patch"), "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n+__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n");
+      const saved = process.env.LD_LIBRARY_PATH;
+      process.env.LD_LIBRARY_PATH = "/nonexistent-kerncap-lib:";
+      try {
+        await materialise(cap, { id: "c@0", label: "c.patch", kind: "patch", path: join(root, "c.patch") }, join(root, "cand")).catch(() => undefined);
+      } finally {
+        if (saved === undefined) delete process.env.LD_LIBRARY_PATH;
+        else process.env.LD_LIBRARY_PATH = saved;
+      }
+      expect(existsSync(marker)).toBe(false);
+    },
+    60_000,
+  );
+});

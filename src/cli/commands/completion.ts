@@ -8,11 +8,15 @@ import { verboseArg } from "../args.ts";
 export default defineCommand({
   meta: { name: "completion", description: "Print a shell completion script (bash, zsh or fish), e.g. source <(kerncap completion bash)" },
   args: {
-    shell: { type: "positional", description: "bash, zsh or fish", required: true },
+    shell: { type: "positional", description: "bash, zsh or fish", required: false },
     ...verboseArg,
   },
   async run({ args }) {
-    const shell = String(args.shell);
+    const shell = String(args.shell ?? "");
+    if (!shell)
+      throw new KerncapError("E_USAGE", "completion needs SHELL (none given): bash, zsh or fish", {
+        hint: "E.g. source <(kerncap completion bash), or kerncap completion fish > ~/.config/fish/completions/kerncap.fish.",
+      });
     if (shell !== "bash" && shell !== "zsh" && shell !== "fish")
       throw new KerncapError("E_USAGE", `no completion for ${JSON.stringify(shell)}`, { hint: "Shells: bash, zsh, fish." });
     const { commands } = await import("../verbs.ts");

@@ -4,7 +4,7 @@
  * locator, the includer search and the slice's metadata check all need it, and none of them may
  * import another in a cycle.
  */
-import { absolutePathList, whichAbsolute } from "../../env.ts";
+import { absolutePathList, buildChildEnv, whichAbsolute } from "../../env.ts";
 
 export interface KernelNameParts {
   /** Qualified name with template arguments, e.g. `ns::mul_mat_q<(ggml_type)2, 64, false>`. */
@@ -67,7 +67,8 @@ export function demangledNames(names: string[]): string[] {
   const PATH = absolutePathList(process.env.PATH);
   const filt = whichAbsolute("c++filt", PATH) ?? whichAbsolute("cu++filt", PATH);
   if (!filt) return names;
-  const p = Bun.spawnSync([filt, ...mangled], { stdout: "pipe", stderr: "ignore", timeout: 2000, env: { ...process.env, PATH } });
+  // from `/`, with no load path naming the working folder (an empty LD_LIBRARY_PATH entry): no library of a folder kerncap was started in
+  const p = Bun.spawnSync([filt, ...mangled], { cwd: "/", stdout: "pipe", stderr: "ignore", timeout: 2000, env: buildChildEnv({ ...process.env, PATH }, []) });
   const out = p.exitCode === 0 ? p.stdout.toString().split("\n") : [];
   const by = new Map(mangled.map((n, i) => [n, out[i]?.trim() || n]));
   return names.map((n) => by.get(n) ?? n);
