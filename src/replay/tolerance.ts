@@ -57,7 +57,7 @@ export function elementType(name: string): ElementType | undefined {
     i1: "u8",
     bool: "u8",
   };
-  if (alias[n]) return alias[n];
+  if (Object.hasOwn(alias, n)) return alias[n]; // own keys only: "constructor" or "__proto__" is no type (adversary 80 #21)
   if (/^(fp8|float8|e4m3|e5m2)/.test(n)) return "u8";
   return undefined;
 }

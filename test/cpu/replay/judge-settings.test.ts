@@ -35,6 +35,14 @@ describe("a capture's judging settings", () => {
     expect(() => readJudging(e)).toThrow(/symbolic link|link/);
     expect(() => writeJudging(e, { rtol: 1 })).toThrow(/link/);
     expect(() => writeJudging(d, { dtype: "float128" })).toThrow(/not a known element type/);
+    // a sender's file naming an inherited key as its type (its checksum right: no key needed): refused, never "compare nothing" (adversary 80 #21)
+    for (const dtype of ["constructor", "__proto__"]) {
+      const settings = { dtype };
+      const sha256 = new Bun.CryptoHasher("sha256").update(JSON.stringify(settings)).digest("hex");
+      writeFileSync(f, JSON.stringify({ schema: "kerncap.judge-settings/1", settings, sha256 }));
+      expect(() => readJudging(d), dtype).toThrow(/not a known element type/);
+      expect(() => writeJudging(d, settings), dtype).toThrow(/not a known element type/);
+    }
     // a received file nested 100 000 levels (200 KB, under the read limit): refused as such, not a stack overflow (adversary 73)
     writeFileSync(f, `{"rtol":${"[".repeat(100_000)}${"]".repeat(100_000)}}`);
     expect(() => readJudging(d)).toThrow(/nests 100001 levels deep/);
