@@ -115,3 +115,10 @@ export function stringWhere(value: unknown, test: (s: string) => boolean, at = "
 export function illFormedStringAt(value: unknown): string | undefined {
   return stringWhere(value, (s) => LONE_SURROGATE.test(s));
 }
+
+/**
+ * `text` as one escaped line (escapeForTerminal with oneLine: a newline is written `\n`): for what
+ * a received file or another user put into a message (a schema error quotes the value it refused),
+ * so no line of theirs can stand as one of kerncap's own (adversary 80: `[kerncap] ✔ …` after a newline).
+ */
+export const oneLine = (text: string): string => escapeForTerminal(text, { oneLine: true });

@@ -6,7 +6,7 @@
  * --write-baseline. Shape: `{schema: "kerncap.check-baseline/1", captures: {ID: {kernel, device:
  * {name, arch}, samplesUs: [µs…], medianUs, l2?: "flushed", at}}}` (l2: timed with --flush-l2).
  */
-import { jsonText } from "../escape.ts";
+import { jsonText, oneLine } from "../escape.ts";
 import { lstatSync, type Stats } from "node:fs";
 import { writeFileAtomic } from "../util/write-file.ts";
 import * as v from "valibot";
@@ -54,13 +54,14 @@ export function readBaseline(path: string, check?: (st: Stats) => void): Baselin
     }),
     json,
   );
-  if (!top.success) throw bad(v.getDotPath(top.issues[0]) ?? "(top level)", top.issues[0].message);
+  if (!top.success) throw bad(oneLine(v.getDotPath(top.issues[0]) ?? "(top level)"), oneLine(top.issues[0].message));
   // each capture by itself, from JSON.parse's own keys: valibot's record drops keys such as __proto__
   // and constructor without a word, and an id is any string (src/check/discover.ts)
   const captures = emptyCaptures();
   for (const [id, entry] of Object.entries((json as { captures: Record<string, unknown> }).captures)) {
     const r = v.safeParse(Entry, entry);
-    if (!r.success) throw bad(`captures[${JSON.stringify(id)}]${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}`, r.issues[0].message);
+    if (!r.success)
+      throw bad(oneLine(`captures[${JSON.stringify(id)}]${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}`), oneLine(r.issues[0].message));
     captures[id] = r.output;
   }
   return { schema: BASELINE_SCHEMA, captures };

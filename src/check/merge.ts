@@ -4,7 +4,7 @@
  * verified, the shards' coverage of the run checked (missingShards), timed again against a
  * --baseline, with its --write-baseline and JUnit XML.
  */
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, oneLine } from "../escape.ts";
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import * as v from "valibot";
@@ -65,7 +65,7 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string; runS
     if (!r.success)
       throw new KerncapError(
         "E_RESULTS",
-        `${path} is neither a results file nor a kerncap check --json document: captures${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}: ${r.issues[0].message}`,
+        `${path} is neither a results file nor a kerncap check --json document: captures${v.getDotPath(r.issues[0]) ? `.${oneLine(v.getDotPath(r.issues[0])!)}` : ""}: ${oneLine(r.issues[0].message)}`,
         { hint },
       );
     r.output.forEach((x, i) => {

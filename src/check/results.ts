@@ -10,7 +10,7 @@
  * back only with a valid one: a record without, or changed after it was written, is refused
  * (E_RECORD_AUTH), whatever its numbers say.
  */
-import { escapeForTerminal, jsonText } from "../escape.ts";
+import { escapeForTerminal, jsonText, oneLine } from "../escape.ts";
 import {
   closeSync,
   constants,
@@ -146,7 +146,7 @@ export function parseRecords<R>(
         const forged = recordAuthProblem(kind.schema, json, key!);
         if (forged) throw new KerncapError("E_RECORD_AUTH", `${shown}, line ${line}: ${forged}`, { hint: authHint });
         const r = v.safeParse(kind.record, json);
-        if (!r.success) throw new Error(`${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`);
+        if (!r.success) throw new Error(`${oneLine(v.getDotPath(r.issues[0]) ?? "(top level)")}: ${oneLine(r.issues[0].message)}`);
         const problem = kind.problem?.(r.output);
         if (problem) throw new Error(problem);
         rec = r.output;

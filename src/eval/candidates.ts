@@ -88,7 +88,7 @@ import { isPythonBytecode } from "../format/file-names.ts";
  * (`candidates.6.refused.kind: Invalid type: Expected ("tree" | …)`).
  */
 function listProblem(parsed: unknown, first: v.BaseIssue<unknown>): string {
-  const at = (path: string, issue: v.BaseIssue<unknown>) => `${path}: ${issue.message}`;
+  const at = (path: string, issue: v.BaseIssue<unknown>) => `${shown(path)}: ${shown(issue.message)}`;
   const entries = (parsed as { candidates?: unknown })?.candidates;
   if (Array.isArray(entries))
     for (const [i, e] of entries.entries()) {

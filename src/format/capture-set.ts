@@ -5,6 +5,7 @@
  * `{format: "kerncap-capture-set", version: 1, command: [argv], captures: [{dir, kernel, launchIndex}]}`
  * (dir: one folder name inside DIR; kernel: demangled name; launchIndex: 0-based launch captured).
  */
+import { oneLine } from "../escape.ts";
 import { join } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
@@ -55,7 +56,7 @@ export function readCaptureSet(dir: string): CaptureSet | undefined {
   if (!r.success) {
     const i = r.issues[0]!;
     const at = v.getDotPath(i) ?? "(top level)";
-    throw new KerncapError("E_MANIFEST", `${path} is malformed at ${at}: ${i.message}`, {
+    throw new KerncapError("E_MANIFEST", `${path} is malformed at ${oneLine(at)}: ${oneLine(i.message)}`, {
       hint: "The capture set's index was damaged; give one capture folder inside it, or capture again.",
     });
   }

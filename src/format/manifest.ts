@@ -5,6 +5,7 @@
  * One valibot schema, versioned by `version`. Readers reject an unknown format, a newer version
  * or a schema violation with a KerncapError that says what to do.
  */
+import { oneLine } from "../escape.ts";
 import { posix } from "node:path";
 import * as v from "valibot";
 import { KerncapError } from "../errors.ts";
@@ -255,7 +256,7 @@ export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
   if (!r.success) {
     const issues = r.issues
       .slice(0, 5)
-      .map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.received === "undefined" ? "missing" : i.message}`)
+      .map((i) => `${oneLine(v.getDotPath(i) ?? "(root)")}: ${i.received === "undefined" ? "missing" : oneLine(i.message)}`)
       .join("; ");
     throw new KerncapError("E_MANIFEST", `${where} is malformed: ${issues}`, {
       hint: "The capture folder was edited or damaged; capture again with `kerncap run`.",
@@ -301,7 +302,7 @@ function checkInvariants(m: Manifest, where: string): void {
     seen.add(key);
   }
   for (const p of [m.params.file, m.module.file]) {
-    if (!m.files.some((f) => f.path === p)) throw bad(`${p} has no checksum in files[]`);
+    if (!m.files.some((f) => f.path === p)) throw bad(`${oneLine(p)} has no checksum in files[]`);
   }
   const params = m.files.find((f) => f.path === m.params.file);
   if (params && params.size !== m.params.size) throw bad(`params.size is ${m.params.size} but ${m.params.file} has ${params.size} bytes`);

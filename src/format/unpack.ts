@@ -4,6 +4,7 @@
  * temp folder with every CRC-32 and size checked as it goes (streamEntry), the capture checked,
  * and the folder renamed into place (./archive.ts has the design).
  */
+import { oneLine } from "../escape.ts";
 import { Inflate } from "fflate";
 import * as v from "valibot";
 import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
@@ -188,7 +189,7 @@ async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promi
       archive,
       `${PACK_INDEX} is malformed: ${r.issues
         .slice(0, 3)
-        .map((i) => `${v.getDotPath(i) ?? "(root)"}: ${i.message}`)
+        .map((i) => `${oneLine(v.getDotPath(i) ?? "(root)")}: ${oneLine(i.message)}`)
         .join("; ")}`,
     );
   return r.output;

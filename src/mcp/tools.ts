@@ -7,6 +7,7 @@
  * --trust only under `kerncap mcp --trust-builds`; the verb's workflow (src/ops/) applies the
  * gates those options ask for.
  */
+import { oneLine } from "../escape.ts";
 import type { ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonSchema } from "@valibot/to-json-schema";
 import { availableParallelism } from "node:os";
@@ -535,7 +536,7 @@ export function argumentProblems(tool: ToolName, issues: v.BaseIssue<unknown>[],
         return `unknown argument ${at}; ${keys.length ? `${keys.join(".")} takes` : "the tool takes"}: ${takes.join(", ")}`;
       }
       if (i.received === "undefined") return `missing argument ${at}`;
-      return `${at}: ${i.message}`;
+      return `${oneLine(at)}: ${oneLine(i.message)}`;
     })
     .join("; ");
 }

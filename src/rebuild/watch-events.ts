@@ -2,6 +2,7 @@
  * The lines of `kerncap validate --watch` (./watch.ts): each event's JSON shape (WatchEvent, the
  * `kerncap.validate-watch/1` document less its schema id) and its human line (watchLine).
  */
+import { oneLine } from "../escape.ts";
 import type { RegionMismatch, ReplayResult } from "../replay/engine.ts";
 import { mismatchReason } from "../replay/run-result.ts";
 import type { TimingComparison } from "../replay/stats.ts";
@@ -111,7 +112,8 @@ function verdictWord(e: Extract<WatchEvent, { event: "verdict" }>): string {
 
 const clock = (iso: string) => iso.slice(11, 19);
 const sec = (s: number) => `${s.toFixed(2)} s`;
-const where = (files: string[]) => (files.length ? `  (${files.slice(0, 3).join(", ")}${files.length > 3 ? ", …" : ""})` : "");
+// the saved files' names as one line each (a name under src/ may hold a newline: adversary 80 #03)
+const where = (files: string[]) => (files.length ? `  (${files.slice(0, 3).map(oneLine).join(", ")}${files.length > 3 ? ", …" : ""})` : "");
 
 /**
  * The human line of an event: time, verdict (with the first differing region), kernel median,

@@ -10,7 +10,7 @@
  *
  * A received capture's settings are the sender's: they are shown by `inspect` with the rest.
  */
-import { jsonText } from "../escape.ts";
+import { jsonText, oneLine } from "../escape.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import { createHash } from "node:crypto";
 import { accessSync, constants, rmSync } from "node:fs";
@@ -101,7 +101,7 @@ function readStored(dir: string): { settings: JudgeSettings; file: string } | un
   if (!r.success)
     throw new KerncapError(
       "E_JUDGE",
-      `${JUDGE_FILE} in ${dir} is not kerncap's judging settings: ${v.getDotPath(r.issues[0]) ?? "(top level)"}: ${r.issues[0].message}`,
+      `${JUDGE_FILE} in ${dir} is not kerncap's judging settings: ${oneLine(v.getDotPath(r.issues[0]) ?? "(top level)")}: ${oneLine(r.issues[0].message)}`,
       { hint },
     );
   if (digest(r.output.settings) !== r.output.sha256)

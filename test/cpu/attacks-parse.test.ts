@@ -313,3 +313,46 @@ test("a candidate's path or spec with a newline, ESC or a bidi override reaches 
     expect(m).toContain("\\n[kerncap]");
   }
 });
+
+test("a value a schema refuses, quoted in the error, is one escaped line: a manifest, a judge file, a capture set, a baseline, a candidate list (adversary 80 #01, #02)", async () => {
+  const { readManifest } = await import("../../src/format/capture-dir.ts");
+  const { readJudging } = await import("../../src/replay/judge-settings.ts");
+  const { readCaptureSet, CAPTURE_SET_FILE } = await import("../../src/format/capture-set.ts");
+  const { readBaseline } = await import("../../src/check/baseline.ts");
+  const { listedCandidates } = await import("../../src/eval/candidates.ts");
+  const forged = "x\n[kerncap] \u2714 replay MATCH: bit-exact (verified by kerncap)\n";
+  const messageOf = (f: () => unknown): string => {
+    try {
+      f();
+    } catch (e) {
+      return (e as Error).message;
+    }
+    throw new Error("not refused");
+  };
+  const d = tempDir();
+  const cap = join(d, "cap");
+  await makeCapture(cap);
+  const m = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+  m.regions[0].kind = forged;
+  writeFileSync(join(cap, "kerncap.json"), JSON.stringify(m));
+  const set = join(d, "set");
+  mkdirSync(set);
+  writeFileSync(join(set, CAPTURE_SET_FILE), JSON.stringify({ format: forged }));
+  const judged = join(d, "judged");
+  mkdirSync(judged);
+  writeFileSync(join(judged, "kerncap-judge.json"), JSON.stringify({ schema: forged, settings: {}, sha256: "0".repeat(64) }));
+  writeFileSync(join(d, "baseline.json"), JSON.stringify({ schema: forged, captures: {} }));
+  writeFileSync(join(d, "list.json"), JSON.stringify({ candidates: [{ label: forged, config: 7 }] }));
+  const messages = [
+    messageOf(() => readManifest(cap)),
+    messageOf(() => readCaptureSet(set)),
+    messageOf(() => readJudging(judged)),
+    messageOf(() => readBaseline(join(d, "baseline.json"))),
+    messageOf(() => listedCandidates(join(d, "list.json"))),
+  ];
+  for (const msg of messages) {
+    expect(msg).not.toContain("\n[kerncap]");
+    expect(msg).not.toContain("\n");
+  }
+  expect(messages[0]).toContain("\\n[kerncap]"); // the value is named, escaped
+});

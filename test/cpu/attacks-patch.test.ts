@@ -154,13 +154,19 @@ describe("git apply's environment", () => {
       const cap = await capture();
       const root = tempDir();
       const marker = join(root, "library-ran");
-      writeFileSync(join(root, "lib.c"), `#include <stdio.h>\n__attribute__((constructor)) static void ran(void) { FILE* f = fopen(${JSON.stringify(marker)}, "w"); if (f) fclose(f); }\n`);
+      writeFileSync(
+        join(root, "lib.c"),
+        `#include <stdio.h>\n__attribute__((constructor)) static void ran(void) { FILE* f = fopen(${JSON.stringify(marker)}, "w"); if (f) fclose(f); }\n`,
+      );
       // every library git links, by the names the loader looks for
       for (const name of ["libpcre2-8.so.0", "libz.so.1"]) {
         const r = Bun.spawnSync([CC!, "-shared", "-fPIC", "-o", join(cap, "src", name), join(root, "lib.c")], { stderr: "pipe" });
         expect(r.exitCode, r.stderr.toString()).toBe(0);
       }
-      writeFileSync(join(root, "c.patch"), "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n+__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n");
+      writeFileSync(
+        join(root, "c.patch"),
+        "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-__global__ void scale(float* x, int n) { x[0] *= 2.0f; }\n+__global__ void scale(float* x, int n) { x[0] *= 3.0f; }\n",
+      );
       const saved = process.env.LD_LIBRARY_PATH;
       process.env.LD_LIBRARY_PATH = "/nonexistent-kerncap-lib:";
       try {

@@ -25,9 +25,13 @@ export default defineCommand({
     );
     if (!s) {
       const near = SCHEMA_NAMES.filter((n) => editDistance(name, n) <= 2).sort((a, b) => editDistance(name, a) - editDistance(name, b))[0];
-      throw new KerncapError("E_USAGE", `no schema named ${escapeForTerminal(JSON.stringify(name), { oneLine: true })}${near ? `; did you mean ${near}?` : ""}`, {
-        hint: `Names: ${SCHEMA_NAMES.join(", ")}.`,
-      });
+      throw new KerncapError(
+        "E_USAGE",
+        `no schema named ${escapeForTerminal(JSON.stringify(name), { oneLine: true })}${near ? `; did you mean ${near}?` : ""}`,
+        {
+          hint: `Names: ${SCHEMA_NAMES.join(", ")}.`,
+        },
+      );
     }
     process.stdout.write(JSON.stringify(s, null, 2) + "\n");
     return 0;

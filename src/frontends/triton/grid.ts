@@ -9,6 +9,7 @@
  * no grid inputs); candidates that still differ on some config of the space make the answer
  * ambiguous, and `tune` asks for --grid, listing what it tried. Pure functions.
  */
+import { oneLine } from "../../escape.ts";
 import { evalGrid } from "../tune.ts";
 
 export type GridInference = { grid: string; axes: string[] } | { grid: null; why: string; tried: string[] };
@@ -119,7 +120,7 @@ export function inferGrid(
   if (changes && !axes.some((x) => x.includes("cdiv("))) {
     return {
       grid: null,
-      why: `no axis of the captured grid ${captured.join("x")} is cdiv(ARG, TILE) or a product of such terms for the integer arguments (${argNames.map((a) => `${a}=${args[a]}`).join(", ") || "none"}) and the tiles (${tileNames.map((t) => `${t}=${tiles[t]}`).join(", ") || "none"})`,
+      why: `no axis of the captured grid ${captured.join("x")} is cdiv(ARG, TILE) or a product of such terms for the integer arguments (${oneLine(argNames.map((a) => `${a}=${args[a]}`).join(", ")) || "none"}) and the tiles (${oneLine(tileNames.map((t) => `${t}=${tiles[t]}`).join(", ")) || "none"})`,
       tried,
     };
   }

@@ -78,7 +78,11 @@ export function parsePinned(dir: string, bytes: Uint8Array, schema: typeof Pinne
   if (!r.success) {
     const i = r.issues[0]!;
     const at = v.getDotPath(i) ?? "(top level)";
-    throw new KerncapError("E_MANIFEST", `${path} is malformed at ${escapeForTerminal(at, { oneLine: true })}: ${i.message}`, { hint });
+    throw new KerncapError(
+      "E_MANIFEST",
+      `${path} is malformed at ${escapeForTerminal(at, { oneLine: true })}: ${escapeForTerminal(i.message, { oneLine: true })}`,
+      { hint },
+    );
   }
   return r.output;
 }
