@@ -7,8 +7,7 @@
 import { oneLine } from "../escape.ts";
 import { Inflate } from "fflate";
 import * as v from "valibot";
-import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
-import type { Stats } from "node:fs";
+import { chmodSync, closeSync, existsSync, fstatSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, type Stats, writeSync } from "node:fs";
 import { dirname, join, posix, resolve, sep } from "node:path";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { KerncapError, withPath } from "../errors.ts";

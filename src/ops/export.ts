@@ -8,6 +8,7 @@
  */
 import { shellPath } from "../util/shell-quote.ts";
 import { KerncapError } from "../errors.ts";
+import { log } from "../log.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { approvedDigest } from "../format/staged-build.ts";
 import { readWhatRuns } from "../format/what-runs.ts";
@@ -26,7 +27,7 @@ export function exportOp(dir: string, out: string, o: Omit<ExportOptions, "trust
     command: `kerncap export ${shellPath(dir)} -o ${shellPath(out)}`,
     // export runs nothing itself: the exported folder's make run-src (a Triton export's repro.py) runs the sender's build
     gated:
-      "would run with the rights of whoever runs the export's make run-src (or a Triton export's repro.py); export itself runs nothing, and exports it only once you pass --trust",
+      "would run with the rights of whoever runs the export's make run-src (or a Triton export's repro.py), unconfined: the compile reads whatever the sources #include, your own files too (kerncap's own builds of a received capture are confined); export itself runs nothing, and exports it only once you pass --trust",
   });
   const approved = approvedDigest(dir);
   if (approved === undefined) return exportCapture(dir, out, o); // made here: nothing to hold the files to
@@ -39,5 +40,11 @@ export function exportOp(dir: string, out: string, o: Omit<ExportOptions, "trust
         hint: "Someone changed build.sh or the files under src/ meanwhile. Run the export again without --trust to see them, then trust the digest it shows.",
       },
     );
-  return exportCapture(dir, out, { ...o, trustedFiles: runs?.files ?? [] });
+  const r = exportCapture(dir, out, { ...o, trustedFiles: runs?.files ?? [] });
+  // the exported project builds outside kerncap: nothing confines the sender's sources there (adversary 80 #08)
+  if (r.commands.runSource)
+    log.warn(
+      `${shellPath(r.out)}: its make run-src compiles the sender's sources with your rights and no confinement (what they #include is read, your own files too): read src/ before you run it; ./repro runs the captured module, no build`,
+    );
+  return r;
 }

@@ -234,6 +234,19 @@ describe("what runs is what was trusted", () => {
     expect(exp.e.message).toContain("would run with the rights of whoever runs the export's make run-src");
     expect(exp.e.message).toContain("export itself runs nothing");
     expect(exp.e.message).not.toContain("kerncap runs it");
+    expect(exp.e.message).toContain("unconfined: the compile reads whatever the sources #include");
+    // trusted, it exports, and says that the export's make run-src is not confined as kerncap's builds are (adversary 80 #08)
+    let said = "";
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((c: string | Uint8Array) => (
+      (said += typeof c === "string" ? c : new TextDecoder().decode(c)), true
+    )) as typeof process.stderr.write;
+    try {
+      exportOp(stock, join(root, "out"), { trust: true });
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(said).toContain("its make run-src compiles the sender's sources with your rights and no confinement");
     // a hand-written build.sh can run any file under src/: all of them are in the digest, and the hint names them
     const own = await received(join(root, "b"), HONEST);
     const hand = await quietly(() => requireTrustedBuild(own, readManifest(own), false));
