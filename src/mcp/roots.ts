@@ -14,6 +14,7 @@ import { captureSetMember } from "../format/paths.ts";
 import { KerncapError } from "../errors.ts";
 import { sharedParentRisk } from "../cache.ts";
 import { othersMayWrite } from "../user-group.ts";
+import { refusePlantedLinks } from "../util/write-file.ts";
 
 /**
  * Refuse roots that are not folders (`kerncap mcp --root DIR`), at startup, before anything is
@@ -35,6 +36,33 @@ export function assertRootFolders(roots: string[], show: (p: string) => string =
         hint: "Give --root an existing folder that holds (or will hold) the capture folders, e.g. --root ~/work; without --root the server's working folder is the root.",
       });
   }
+}
+
+/**
+ * The roots the server serves, each by its real path, taken once at startup: a root named through
+ * a link or folder that another user may re-point or rename (swappableCapture's rule) is refused,
+ * as they would choose what the agent reaches after the server started (adversary 81 #18: a root
+ * that was another user's link in /tmp, re-pointed at the user's 0700 folder, gave read_file and
+ * edit_file its files).
+ * @throws KerncapError E_UNSAFE_PATH naming the root and why
+ */
+export function pinnedRoots(roots: string[], show: (p: string) => string = (p) => p): string[] {
+  return roots.map((r) => {
+    // a link on the way that another user made (in /tmp, or in a folder of theirs): they re-point it at will
+    refusePlantedLinks(
+      r,
+      "the server's root",
+      "Give --root a folder of your own by its own path (the folder the link names, if it is yours); nothing was served.",
+      true,
+    );
+    const real = realpathSync(r);
+    const risk = swappableCapture(r, real);
+    if (risk)
+      throw new KerncapError("E_UNSAFE_PATH", `--root ${show(r)}: ${risk}, so they could change what the agent reaches while the server runs`, {
+        hint: "Give --root a folder of your own reached through folders only you (or root) may change, e.g. --root ~/work; nothing was served.",
+      });
+    return real;
+  });
 }
 
 /** Whether the real path `real` is one of the roots or lies under one (each root by its real path); true without roots (a library caller's own choice). */
@@ -212,4 +240,13 @@ export function confineCwd(cwd: string | undefined, roots: string[] | undefined)
     throw new KerncapError("E_UNSAFE_PATH", `cwd ${JSON.stringify(cwd)} is not under the folders this server was started for (${roots.join(", ")})`, {
       hint: "Give cwd as a folder under the server's --root folders, or leave it out (the folder `kerncap mcp` started in); nothing was run.",
     });
+  // a capture's files are data: a process started in one (kerncap, then the application) would load a library it holds
+  // through an empty LD_LIBRARY_PATH entry, the working folder (adversary 81 #04: a received src/libdl.so.2)
+  const capture = lstatOk(real, MANIFEST_FILE) ? real : outerCapture(real);
+  if (capture)
+    throw new KerncapError(
+      "E_UNSAFE_PATH",
+      `cwd ${JSON.stringify(cwd)} lies in the capture ${capture}: a capture's files are data, never the working folder of a process (the dynamic loader reads an empty LD_LIBRARY_PATH entry as that folder)`,
+      { hint: "Give cwd as the application's own folder, outside every capture; nothing was run." },
+    );
 }

@@ -614,3 +614,50 @@ describe("attack: made here means this machine's id", () => {
 function rmMarker(marker: string): void {
   require("node:fs").rmSync(marker, { force: true });
 }
+
+describe("the server's roots and a process's working folder (adversary 81)", () => {
+  test("run's and list's cwd inside a capture (a received src/ holding libdl.so.2) is refused before any process starts (#04, #16)", async () => {
+    const { confineCwd } = await import("../../src/mcp/roots.ts");
+    const root = tempDir();
+    const cap = join(root, "recv");
+    await makeCapture(cap);
+    mkdirSync(join(cap, "src"), { recursive: true });
+    mkdirSync(join(root, "app"));
+    for (const cwd of [cap, join(cap, "src")]) {
+      let err: unknown;
+      try {
+        confineCwd(cwd, [root]);
+      } catch (e) {
+        err = e;
+      }
+      expect((err as KerncapError).code, cwd).toBe("E_UNSAFE_PATH");
+      expect((err as KerncapError).message).toContain(`lies in the capture ${realpathSync(cap)}`);
+    }
+    expect(() => confineCwd(join(root, "app"), [root])).not.toThrow(); // the application's own folder
+  });
+
+  test.skipIf(process.getuid?.() !== 0)(
+    "a root named through another user's link in a sticky folder is refused at startup, its real path pinned otherwise (#18)",
+    async () => {
+      const { pinnedRoots } = await import("../../src/mcp/roots.ts");
+      const { lchownSync } = await import("node:fs");
+      const d = tempDir();
+      const sticky = join(d, "shared");
+      mkdirSync(sticky);
+      chmodSync(sticky, 0o1777);
+      mkdirSync(join(d, "theirs"));
+      symlinkSync(join(d, "theirs"), join(sticky, "root"));
+      lchownSync(join(sticky, "root"), 65534, 65534);
+      let err: unknown;
+      try {
+        pinnedRoots([join(sticky, "root")]);
+      } catch (e) {
+        err = e;
+      }
+      expect((err as KerncapError).code).toBe("E_UNSAFE_PATH");
+      // the user's own link: served by the folder's real path, not the link's name
+      symlinkSync(join(d, "theirs"), join(d, "mine"));
+      expect(pinnedRoots([join(d, "mine")])).toEqual([realpathSync(join(d, "theirs"))]);
+    },
+  );
+});

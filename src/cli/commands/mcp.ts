@@ -11,7 +11,7 @@ import { selfCommand } from "../../util/self-exec.ts";
 import { CLIENT_NAMES, clientConfig } from "../../mcp/clients.ts";
 import { MCP_DEFAULT_JOBS } from "../../mcp/children.ts";
 import { oneLine, printable } from "../format.ts";
-import { assertRootFolders } from "../../mcp/roots.ts";
+import { assertRootFolders, pinnedRoots } from "../../mcp/roots.ts";
 import { escapeForTerminal } from "../../escape.ts";
 
 /** The real path of `p`, or `p` when it cannot be resolved. */
@@ -78,6 +78,8 @@ export default defineCommand({
           hint: "Give the folders the agent may work in: kerncap mcp --root DIR (kerncap mcp --root DIR --print-config CLIENT prints the client's configuration with it).",
         },
       );
+    // each root by its real path, taken once: no one else re-points it while the server runs (a root they could is refused)
+    const pinned = pinnedRoots(served, printable);
     if (args["print-config"] !== undefined) {
       // the snippet is pasted into a shell or a client's file as it is: a folder or a kerncap path holding a control,
       // bidi or line-separator character would reach both raw (adversary 29); such a name is refused, never printed
@@ -98,7 +100,7 @@ export default defineCommand({
     log.info(`MCP server on stdio (tools: ${TOOL_NAMES.join(", ")}); end with Ctrl-D`);
     // the client closing stdin ends the session (the SDK's transport does not watch for it)
     const transport = new EscapedStdioTransport(process.stdin, process.stdout, { maxBufferSize: MCP_MESSAGE_MAX });
-    const trust = { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: served };
+    const trust = { trustBuilds: Boolean(args["trust-builds"]), agentJudging: Boolean(args["agent-judging"]), roots: pinned };
     // held calls' arguments past half MCP_INFLIGHT_MAX: the client's next messages wait in the pipe, unread
     const done = serve(transport, trust, jobs, {
       pause: () => process.stdin.pause(),
