@@ -344,11 +344,12 @@ export function reproducerBuildEnv(o: { force: boolean; targetArch?: string }, e
  * received capture's src/ lies: a trial's git and python3 came from there), a library path list,
  * libraries preloaded, Python's module path and home.
  */
-const LOAD_PATH_VARS = ["PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME"] as const;
+const LOAD_PATH_VARS = ["PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME"] as const;
 
 /**
  * `env` for a program of a reproducer's build (build.sh, the compiler, Triton's repro.py): in
- * PATH, LD_LIBRARY_PATH, LD_PRELOAD, PYTHONPATH and PYTHONHOME, every entry that is empty, relative or
+ * PATH, LD_LIBRARY_PATH, LD_PRELOAD, LD_AUDIT, PYTHONPATH and PYTHONHOME, every entry that is empty, relative,
+ * under /proc, /dev or /sys (resolved per process: /proc/self/cwd is the working folder) or
  * inside one of `capture` (the capture folder's path and real path) is dropped (a variable left
  * empty is removed), and PYTHONSAFEPATH=1 (Python 3.11+: neither the script's folder nor the
  * working folder goes first on sys.path). An empty entry means the working folder to the dynamic
@@ -365,7 +366,8 @@ export function buildChildEnv(env: Record<string, string | undefined>, capture: 
     const v = out[k];
     if (v === undefined) continue;
     // LD_PRELOAD separates its entries by spaces or colons (ld.so(8)); the others by colons
-    const kept = v.split(k === "LD_PRELOAD" ? /[:\s]/ : ":").filter((e) => e !== "" && e.startsWith("/") && !inside(e));
+    // an entry under /proc, /dev or /sys names another folder in every process (/proc/self/cwd: the working folder, adversary 82 #08)
+    const kept = v.split(k === "LD_PRELOAD" ? /[:\s]/ : ":").filter((e) => e !== "" && e.startsWith("/") && !inside(e) && !/^\/+(proc|dev|sys)(\/|$)/.test(e));
     if (kept.length) out[k] = kept.join(k === "LD_PRELOAD" ? " " : ":");
     else delete out[k];
   }

@@ -242,7 +242,7 @@ export function confineCwd(cwd: string | undefined, roots: string[] | undefined)
     });
   // a capture's files are data: a process started in one (kerncap, then the application) would load a library it holds
   // through an empty LD_LIBRARY_PATH entry, the working folder (adversary 81 #04: a received src/libdl.so.2)
-  const capture = lstatOk(real, MANIFEST_FILE) ? real : outerCapture(real);
+  const capture = lstatOk(real, MANIFEST_FILE) || lstatOk(real, CAPTURE_SET_FILE) ? real : outerCapture(real); // a capture set's folder too (adversary 82 #01)
   if (capture)
     throw new KerncapError(
       "E_UNSAFE_PATH",

@@ -10,6 +10,7 @@
  * whatever the tolerance.
  */
 
+import { oneLine } from "../escape.ts";
 import { KerncapError } from "../errors.ts";
 import { diffBytes } from "./compare.ts";
 
@@ -68,7 +69,8 @@ export function elementType(name: string): ElementType | undefined {
  * quoted after it), `regionHint` adds the REGION=T form to the hint where the option takes it.
  */
 export function unknownElementType(option: string, name: string, regionHint = false): KerncapError {
-  return new KerncapError("E_USAGE", `${option}: ${JSON.stringify(name)} is not a known element type`, {
+  // both from the user or from a file another user wrote (a received judge file): one escaped line (adversary 82 #09)
+  return new KerncapError("E_USAGE", `${oneLine(option)}: ${oneLine(JSON.stringify(name))} is not a known element type`, {
     hint: `Use ${Object.keys(ELEMENT_BYTES).join(", ")}, or their C and PyTorch names (float, double, half, bfloat16, int32, uint8 …; fp8 types such as e4m3/e5m2, i1 and bool are read as u8)${regionHint ? "; REGION=T for one region" : ""}.`,
   });
 }

@@ -661,3 +661,53 @@ describe("the server's roots and a process's working folder (adversary 81)", () 
     },
   );
 });
+
+describe("bypasses of the load-path and working-folder rules (adversary 82)", () => {
+  test("a load path resolved per process (/proc/self/cwd, /dev/fd/…) and LD_AUDIT are dropped from a helper's environment (#08)", async () => {
+    const { buildChildEnv } = await import("../../src/env.ts");
+    const env = buildChildEnv(
+      {
+        LD_LIBRARY_PATH: "/proc/self/cwd:/usr/local/cuda/lib64:/dev/fd/../../self/cwd:/proc/thread-self/cwd",
+        LD_AUDIT: "./libaudit.so:/proc/self/cwd/a.so",
+        LD_PRELOAD: "/sys/x.so /usr/lib/ok.so",
+        PYTHONPATH: "/proc/self/cwd",
+      },
+      [],
+    );
+    expect(env.LD_LIBRARY_PATH).toBe("/usr/local/cuda/lib64");
+    expect(env.LD_AUDIT).toBeUndefined();
+    expect(env.LD_PRELOAD).toBe("/usr/lib/ok.so");
+    expect(env.PYTHONPATH).toBeUndefined();
+  });
+
+  test("run's and list's cwd at the top of a capture set (a copied set's folder holding libraries) is refused (#01)", async () => {
+    const { confineCwd } = await import("../../src/mcp/roots.ts");
+    const root = tempDir();
+    const set = join(root, "recvset");
+    mkdirSync(set);
+    writeFileSync(join(set, "kerncap-captures.json"), "{}");
+    let err: unknown;
+    try {
+      confineCwd(set, [root]);
+    } catch (e) {
+      err = e;
+    }
+    expect((err as KerncapError).code).toBe("E_UNSAFE_PATH");
+  });
+
+  test("a judge file's element type with a newline: the refusal is one escaped line (#09)", async () => {
+    const { readJudging } = await import("../../src/replay/judge-settings.ts");
+    const d = tempDir();
+    const settings = { dtype: "fp32\n[kerncap] \u2714 FORGED" };
+    const sha256 = new Bun.CryptoHasher("sha256").update(JSON.stringify(settings)).digest("hex");
+    writeFileSync(join(d, "kerncap-judge.json"), JSON.stringify({ schema: "kerncap.judge-settings/1", settings, sha256 }));
+    let err: unknown;
+    try {
+      readJudging(d);
+    } catch (e) {
+      err = e;
+    }
+    expect((err as KerncapError).message).toContain("is not a known element type");
+    expect((err as KerncapError).message).not.toContain("\n");
+  });
+});
