@@ -11,6 +11,8 @@
  * Getters take an optional environment (default process.env) so tests can pass their own.
  * Flags are on only when the value is exactly "1" (what the C libraries test with strcmp).
  */
+import { lstatSync, readlinkSync } from "node:fs";
+import { posix } from "node:path";
 
 export type Env = Record<string, string | undefined>;
 
@@ -359,20 +361,59 @@ const LOAD_PATH_VARS = ["PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "PY
  * write results records that --merge takes (src/format/record-auth.ts).
  */
 export function buildChildEnv(env: Record<string, string | undefined>, capture: string[]): Record<string, string | undefined> {
-  const roots = capture.filter(Boolean).map((c) => c.replace(/\/+$/, ""));
+  const roots = capture.filter(Boolean).map((c) => posix.normalize(c).replace(/\/+$/, ""));
   const inside = (p: string) => roots.some((r) => p === r || p.startsWith(r + "/"));
   const out: Record<string, string | undefined> = { ...env, PYTHONSAFEPATH: "1" };
   for (const k of LOAD_PATH_VARS) {
     const v = out[k];
     if (v === undefined) continue;
     // LD_PRELOAD separates its entries by spaces or colons (ld.so(8)); the others by colons
-    // an entry under /proc, /dev or /sys names another folder in every process (/proc/self/cwd: the working folder, adversary 82 #08)
-    const kept = v.split(k === "LD_PRELOAD" ? /[:\s]/ : ":").filter((e) => e !== "" && e.startsWith("/") && !inside(e) && !/^\/+(proc|dev|sys)(\/|$)/.test(e));
+    const kept = v.split(k === "LD_PRELOAD" ? /[:\s]/ : ":").filter((e) => e !== "" && e.startsWith("/") && !namesWorkingOrCapture(e, inside));
     if (kept.length) out[k] = kept.join(k === "LD_PRELOAD" ? " " : ":");
     else delete out[k];
   }
   delete out.KERNCAP_RESULTS_KEY;
   return out;
+}
+
+/** A folder whose name means another folder in every process: /proc/self/cwd is the working folder (adversary 82 #08). */
+const PER_PROCESS = /^\/(proc|dev|sys)(\/|$)/;
+
+/**
+ * Whether the absolute load-path entry `e` leads, as the kernel resolves it, into /proc, /dev or
+ * /sys or to a path that `inside` says is the capture's: each component resolved in turn, a link
+ * followed where it points and `..` taken from where the links led (physically), so that
+ * `/./proc/self/cwd`, `/usr/../proc/…`, `//proc/…` and a link to /proc/self/cwd count as what they
+ * name (adversary 83 #01: a text test let them through). A name that does not exist is judged by
+ * the rest of its text; more than 40 links (the kernel's own bound) counts as leading there.
+ */
+function namesWorkingOrCapture(e: string, inside: (p: string) => boolean): boolean {
+  const rest = e.split("/").filter((c) => c !== "" && c !== ".");
+  let at = "";
+  for (let links = 0; rest.length; ) {
+    const c = rest.shift() as string;
+    if (c === "..") {
+      at = at.slice(0, Math.max(0, at.lastIndexOf("/")));
+      continue;
+    }
+    const next = `${at}/${c}`;
+    let target: string | undefined;
+    try {
+      if (lstatSync(next).isSymbolicLink()) target = readlinkSync(next);
+    } catch {
+      // missing or unreadable: the rest as written
+      at = posix.normalize([next, ...rest].join("/"));
+      break;
+    }
+    if (target === undefined) at = next;
+    else {
+      if (++links > 40) return true;
+      if (target.startsWith("/")) at = "";
+      rest.unshift(...target.split("/").filter((t) => t !== "" && t !== "."));
+    }
+    if (PER_PROCESS.test(at || "/") || inside(at)) return true;
+  }
+  return PER_PROCESS.test(at || "/") || inside(at || "/");
 }
 
 /** Environment of the no-ASLR replay child (src/replay/aslr.ts). */

@@ -183,6 +183,25 @@ export function confineToolDir(d: string, roots: string[] | undefined, cwd = pro
  * @throws KerncapError E_UNSAFE_PATH
  */
 export function confineOut(out: string | undefined, cwd: string | undefined, roots: string[] | undefined): void {
+  confineRunPath("out", out ?? "kerncap-capture", cwd, roots, "Give out as a folder under the server's --root folders");
+}
+
+/**
+ * Refuse `run`'s `sourceRoot` and `compileCommands` (what the capture reads and copies into the
+ * capture's src/, where read_file returns it) outside the server's roots, as confineOut does `out`:
+ * one message whether the path exists, is readable or not (no oracle of what lies outside the
+ * roots: adversary 83 #02). Absent: nothing to check.
+ * @throws KerncapError E_UNSAFE_PATH
+ */
+export function confineRunInputs(a: { sourceRoot?: unknown; compileCommands?: unknown; cwd?: unknown }, roots: string[] | undefined): void {
+  const cwd = typeof a.cwd === "string" ? a.cwd : undefined;
+  if (typeof a.sourceRoot === "string") confineRunPath("sourceRoot", a.sourceRoot, cwd, roots, "Give sourceRoot as a folder under the server's --root folders");
+  if (typeof a.compileCommands === "string")
+    confineRunPath("compileCommands", a.compileCommands, cwd, roots, "Give compileCommands as a file under the server's --root folders");
+}
+
+/** `value` of argument `label` resolved against `cwd` (else the server's folder) by its deepest existing part's real path, under `roots`, else E_UNSAFE_PATH with `hint`. */
+function confineRunPath(label: string, value: string, cwd: string | undefined, roots: string[] | undefined, hint: string): void {
   if (!roots) return;
   let base: string;
   try {
@@ -190,7 +209,7 @@ export function confineOut(out: string | undefined, cwd: string | undefined, roo
   } catch {
     return;
   }
-  const p = resolve(base, out ?? "kerncap-capture");
+  const p = resolve(base, value);
   let ok = false;
   try {
     let head = p;
@@ -212,13 +231,9 @@ export function confineOut(out: string | undefined, cwd: string | undefined, roo
     ok = false;
   }
   if (!ok)
-    throw new KerncapError(
-      "E_UNSAFE_PATH",
-      `out ${JSON.stringify(out ?? "kerncap-capture")} is not under the folders this server was started for (${roots.join(", ")})`,
-      {
-        hint: "Give out as a folder under the server's --root folders (a relative out is resolved against cwd, else the folder `kerncap mcp` started in); nothing was run.",
-      },
-    );
+    throw new KerncapError("E_UNSAFE_PATH", `${label} ${JSON.stringify(value)} is not under the folders this server was started for (${roots.join(", ")})`, {
+      hint: `${hint} (a relative path is resolved against cwd, else the folder \`kerncap mcp\` started in); nothing was run.`,
+    });
 }
 
 /**

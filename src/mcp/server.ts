@@ -29,7 +29,7 @@ import { errorResult, runVerb, ToolChildren } from "./children.ts";
 import { checkCandidates, writeCandidates } from "./evaluate.ts";
 import { editFileTool, listFilesTool, readFileTool } from "./files.ts";
 import { progressSender, ToolProgress } from "./progress.ts";
-import { confineCwd, confineOut, confineToolDir } from "./roots.ts";
+import { confineCwd, confineOut, confineRunInputs, confineToolDir } from "./roots.ts";
 import { argumentProblems, gatedArgv, judgingArguments, toolInput, toolSchema, TOOLS, type EvaluateIn, type ToolName } from "./tools.ts";
 import { outputSchema } from "./output-schema.ts";
 import { illFormedStringAt, stringWhere } from "../escape.ts";
@@ -317,6 +317,7 @@ async function handleCall(
     }
     if (name === "run" || name === "list") confineCwd(a.cwd as string | undefined, trust.roots); // the application's working folder: under the roots too
     if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
+    if (name === "run") confineRunInputs(a, trust.roots); // what the capture reads and copies into src/ (adversary 83 #02)
     // the file tools' answers are large (read_file: up to 4 MiB twice): made one at a time, each once the
     // answers before it are written but UNSENT_ANSWERS_MAX (a client that reads none gets no more made)
     if (name === "edit_file") return await fileTools(() => editFileTool(a as Parameters<typeof editFileTool>[0]));

@@ -22,8 +22,13 @@ with open(os.path.join(here, "pinned.json")) as f:
     pin = json.load(f)
 
 
+def one_line(text):
+    """text as one line: controls and line separators escaped (pinned.json's names may hold a newline)."""
+    return re.sub("[\x00-\x1f\x7f-\x9f\u2028\u2029]", lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", str(text))
+
+
 def fail(msg, code=2):
-    sys.stderr.write(f"repro.py: {msg}\n")
+    sys.stderr.write(f"repro.py: {one_line(msg)}\n")
     sys.exit(code)
 
 
@@ -47,7 +52,7 @@ if triton.__version__ != pin["tritonVersion"]:
     if os.environ.get("KERNCAP_FORCE") != "1":
         fail(msg + ". Another version can compile different code; pass --allow-version-mismatch to `kerncap validate` "
              "(or set KERNCAP_FORCE=1) to try anyway.", 3)
-    sys.stderr.write(f"repro.py: warning: {msg} (forced)\n")
+    sys.stderr.write(f"repro.py: warning: {one_line(msg)} (forced)\n")
 
 path = os.path.join(here, "src", pin["kernelFile"])
 # the kernel file runs from its own bytes, read here as UTF-8: never from a bytecode cache beside it
@@ -75,7 +80,8 @@ sys.modules["kerncap_kernel"] = mod
 try:
     exec(compile(text, path, "exec", dont_inherit=True), mod.__dict__)
 except SyntaxError as e:
-    fail(f"{e.filename}:{e.lineno}:{e.offset or 0}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}")
+    sys.stderr.write(f"repro.py: {one_line(f'{e.filename}:{e.lineno}:{e.offset or 0}: SyntaxError: {e.msg}')}\n    {one_line((e.text or '').rstrip())}\n")
+    sys.exit(2)
 except Exception:
     traceback.print_exc()
     fail(f"importing {path} failed")

@@ -711,3 +711,86 @@ describe("bypasses of the load-path and working-folder rules (adversary 82)", ()
     expect((err as KerncapError).message).not.toContain("\n");
   });
 });
+
+describe("bypasses of the load-path rule (adversary 83)", () => {
+  test("a per-process or capture load path spelled otherwise (/./proc, /usr/../proc, //proc, a link to /proc/self/cwd, //capture) is dropped (#01)", async () => {
+    const { buildChildEnv } = await import("../../src/env.ts");
+    const d = tempDir();
+    const cap = join(d, "cap");
+    mkdirSync(join(cap, "src"), { recursive: true });
+    symlinkSync("/proc/self/cwd", join(d, "here"));
+    symlinkSync("cap/src", join(d, "via"));
+    mkdirSync(join(d, "lib"));
+    const env = buildChildEnv(
+      {
+        LD_LIBRARY_PATH: [
+          "/./proc/self/cwd",
+          "/usr/../proc/self/cwd",
+          "/.//proc/self/cwd",
+          "//proc/self/cwd",
+          join(d, "here"),
+          `${d}//cap/src`,
+          join(d, "via"),
+          `${cap}/./src`,
+          join(d, "lib"),
+          "/usr/local/cuda/lib64",
+        ].join(":"),
+        LD_PRELOAD: "/./proc/self/cwd/libx.so /usr/lib/ok.so",
+        PATH: `/usr/bin:/usr/lib/../../proc/self/cwd:${d}/lib/../here`,
+      },
+      [cap],
+    );
+    expect(env.LD_LIBRARY_PATH).toBe(`${join(d, "lib")}:/usr/local/cuda/lib64`);
+    expect(env.LD_PRELOAD).toBe("/usr/lib/ok.so");
+    expect(env.PATH).toBe("/usr/bin");
+  });
+});
+
+describe("pinned.json's names in kerncap's own repro.py messages (adversary 83, regression of 80 #11)", () => {
+  const PY = Bun.which("python3");
+  test.skipIf(!PY)("a newline in fnName, tritonVersion or the kernel file's syntax error is shown escaped, never starting a line", () => {
+    const d = tempDir();
+    // a stand-in Triton: the modules repro.py imports, and a JITFunction type that nothing in the kernel file is
+    const tri = join(d, "py/triton");
+    for (const sub of ["language", "backends", "compiler", "runtime"]) mkdirSync(join(tri, sub), { recursive: true });
+    writeFileSync(join(tri, "__init__.py"), "__version__ = '3.6.0'\nfrom . import runtime\nfrom .runtime import jit\n");
+    writeFileSync(join(tri, "language/__init__.py"), "");
+    writeFileSync(join(tri, "backends/__init__.py"), "");
+    writeFileSync(join(tri, "backends/compiler.py"), "class GPUTarget: pass\n");
+    writeFileSync(join(tri, "compiler/__init__.py"), "class ASTSource: pass\n");
+    writeFileSync(join(tri, "compiler/compiler.py"), "def make_backend(t): pass\n");
+    writeFileSync(join(tri, "runtime/__init__.py"), "");
+    writeFileSync(join(tri, "runtime/jit.py"), "class JITFunction: pass\n");
+    const repro = join(import.meta.dir, "../../templates/triton/repro.py");
+    mkdirSync(join(d, "cap/src"), { recursive: true });
+    const run = (pin: Record<string, unknown>, kernel: string) => {
+      writeFileSync(join(d, "cap/pinned.json"), JSON.stringify({ kernelFile: "k.py", python: PY, constexprs: [], ...pin }));
+      writeFileSync(join(d, "cap/src/k.py"), kernel);
+      const p = Bun.spawnSync([PY!, repro, "--dir", join(d, "cap")], { env: { ...process.env, PYTHONPATH: join(d, "py") }, stderr: "pipe" });
+      return { code: p.exitCode, err: p.stderr.toString() };
+    };
+    const forged = "x\n[kerncap] \u2714 FORGED\u2028y";
+    const version = run({ fnName: "k", tritonVersion: forged }, "");
+    const name = run({ fnName: forged, tritonVersion: "3.6.0" }, "k = 1\n");
+    const syntax = run({ fnName: "k", tritonVersion: "3.6.0" }, "def (:\r[kerncap] \u2714 FORGED\n");
+    for (const [what, r] of [
+      ["version", version],
+      ["fnName", name],
+      ["syntax", syntax],
+    ] as const) {
+      expect(r.code, what).not.toBe(0);
+      expect(r.err, what).toContain("repro.py: ");
+      expect(
+        r.err
+          .split("\n")
+          .filter((l) => l.includes("FORGED"))
+          .every((l) => !l.startsWith("[kerncap]")),
+        `${what}: ${r.err}`,
+      ).toBe(true);
+      expect(r.err, what).not.toMatch(/[\r\u2028]/);
+    }
+    expect(version.err).toContain("captured with x\\x0a[kerncap]");
+    expect(name.err).toContain("has no @triton.jit function named x\\x0a[kerncap]");
+    expect(syntax.err).toContain("SyntaxError");
+  });
+});

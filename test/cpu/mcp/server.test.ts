@@ -905,6 +905,27 @@ describe("kerncap mcp", () => {
       expect(doc(r).error.message, name).toBe(`cwd ${JSON.stringify(root)} is not under the folders this server was started for (${join(root, "work")})`);
     }
     expect(existsSync(join(root, "ran"))).toBe(false);
+    // what the capture reads and copies into src/ (sourceRoot, compileCommands): one message whether it exists,
+    // is readable or not (adversary 83 #02: "does not exist" / "permission denied" / parsed told what lies outside)
+    mkdirSync(join(root, "private"));
+    writeFileSync(join(root, "private/compile_commands.json"), "[]");
+    for (const key of ["sourceRoot", "compileCommands"] as const) {
+      const told = new Set<string>();
+      for (const value of [
+        join(root, "private"),
+        join(root, "private/compile_commands.json"),
+        "/no/such/src",
+        "/etc/shadow",
+        "etc-link/passwd",
+        "../private",
+      ]) {
+        const r = await c.callTool({ name: "run", arguments: { app: ["/bin/true"], kernel: "saxpy", out: "cap", cwd: join(root, "work"), [key]: value } });
+        const e = doc(r).error;
+        expect(e.code, `${key} ${value}`).toBe("E_UNSAFE_PATH");
+        told.add(e.message.replace(JSON.stringify(value), "V"));
+      }
+      expect([...told], key).toEqual([`${key} V is not under the folders this server was started for (${join(root, "work")})`]);
+    }
     // under the roots, the run's own checks come next (a missing app here)
     const ok = await c.callTool({ name: "run", arguments: { app: ["./no-such-app"], out: "cap", cwd: join(root, "work") } });
     expect(doc(ok).error.code).toBe("E_APP_NOT_FOUND");
