@@ -165,7 +165,7 @@ export function errorSummary(records: CheckRecord[], how: "run" | "merge"): { li
     const it = ids.length > 1 ? "them" : "it";
     switch (code) {
       case "E_NO_GPU":
-        return `${what}: no GPU here to replay on; on a machine with the ${ids.length > 1 ? "captures'" : "capture's"} GPU and driver, ${resume("--resume", it)} (kerncap doctor says what this machine lacks)`;
+        return `${what}: no GPU here to replay on; on a machine with the ${ids.length > 1 ? "captures'" : "capture's"} GPU and driver, ${resume("--resume", it)} (kerncap doctor says what this machine lacks); here, kerncap check --rebuild --build-only checks that ${ids.length > 1 ? "they build" : "it builds"}, with no GPU`;
       case "E_CHECKSUM":
         return `${what}: the capture${ids.length > 1 ? "s are" : " is"} damaged (a file missing, cut or altered); capture ${it} again or restore ${it} from a copy, then ${resume("--resume", it)}`;
       case "E_UNTRUSTED":

@@ -16,6 +16,7 @@ import { shellPath } from "../util/shell-quote.ts";
 import { join } from "node:path";
 import { fstatSync, lstatSync, realpathSync } from "node:fs";
 import { JUDGE_FILE } from "./file-names.ts";
+import { judgingAccepted } from "./judge-accepted.ts";
 import { KerncapError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import type { Manifest } from "./manifest.ts";
@@ -127,8 +128,9 @@ function adoptOwnCopy(dir: string, m: Manifest, name: string, runs: WhatRuns): v
 function notAdoptable(dir: string, runs: WhatRuns): string | undefined {
   // a build.sh of the user's own runs files under src/ that a seal does not cover (an agent may edit them): trusted by its digest only (adversary 59)
   if (runs.notStock !== undefined) return `${runs.notStock}: each change of what its build runs asks again`;
-  // judging settings the user never accepted would be in force in a capture of theirs (adversary 59: a tolerance of 1e30)
-  if (lstatSync(join(dir, JUDGE_FILE), { throwIfNoEntry: false }))
+  // judging settings the user never accepted would be in force in a capture of theirs (adversary 59: a tolerance of 1e30);
+  // ones accepted as they are now are the user's (nu83 #1: accept, then --trust, left the copy received)
+  if (lstatSync(join(dir, JUDGE_FILE), { throwIfNoEntry: false }) && !judgingAccepted(dir))
     return `it holds judging settings (${JUDGE_FILE}); read and accept them first (kerncap judge ${shellPath(dir)} --accept), then --trust seals it as yours`;
   return undefined;
 }
@@ -174,6 +176,8 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
     }
   } else if (records.some((r) => sameTrustKey(r, key))) {
     approve();
+    // trusted before, when it could not be sealed yet (judging settings not accepted then): this --trust seals it now
+    if (trust && !o.inMessage && o.adopt !== false) adoptOwnCopy(dirArg, m, name, runs);
     return;
   } else if (!trust) {
     const command = `${base} --trust=${runs.digest}`;
@@ -228,10 +232,10 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   approve();
   if (!o.inMessage && o.adopt !== false) adoptOwnCopy(dirArg, m, name, runs);
   if (o.remember === false) {
-    log.info(`trusted ${name}'s build for this run only: ${names} (their one digest ${runs.digest}, as the refusal showed it; not recorded)`);
+    log.info(`trusted ${name}'s build for this run only: ${names} (their one digest ${runs.digest}, the one a refusal shows; not recorded)`);
     return;
   }
-  log.info(`trusted ${key.dir}'s build: ${names} (their one digest ${runs.digest}, as the refusal showed it)`);
+  log.info(`trusted ${key.dir}'s build: ${names} (their one digest ${runs.digest}, the one a refusal shows)`);
   if (!state) {
     log.warn(`--trust: the state folder is not used (${stateFolderRisk() ?? "it is not yours alone or cannot be written"}): the trust is not remembered`);
     return;

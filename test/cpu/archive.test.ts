@@ -259,6 +259,25 @@ describe("pack / unpack", () => {
     );
   });
 
+  test("pack -o a folder (existing, or a name ending in /) writes DIR.zip inside it; a missing folder/ is E_USAGE; a name not ending in .zip is warned of (nu83 #6)", async () => {
+    const { root, dir } = await fresh();
+    const pack = (...a: string[]) => Bun.spawnSync([process.execPath, MAIN, "pack", dir, ...a], { stdout: "pipe", stderr: "pipe" });
+    const missing = pack("-o", join(root, "nowhere") + "/");
+    expect(missing.exitCode).toBe(2);
+    expect(missing.stderr.toString()).toContain("E_USAGE");
+    expect(existsSync(join(root, "nowhere"))).toBe(false);
+    mkdirSync(join(root, "out"));
+    for (const o of [join(root, "out") + "/", join(root, "out")]) {
+      const p = pack("-o", o, "--force");
+      expect(p.exitCode, p.stderr.toString()).toBe(0);
+      expect(statSync(join(root, "out", `${basename(dir)}.zip`)).isFile()).toBe(true);
+    }
+    const tar = pack("-o", join(root, "cap.tar"));
+    expect(tar.exitCode).toBe(0);
+    expect(tar.stderr.toString()).toContain("the archive is a .zip whatever its name");
+    expect((await unpackArchive(join(root, "cap.tar"), join(root, "back"))).dir).toBe(join(root, "back"));
+  });
+
   test("pack lists every file it packs (path, bytes) and what it leaves out and why, in --json and the text; --dry-run lists them and writes nothing (nu9 #5)", async () => {
     const { root, dir } = await fresh();
     mkdirSync(join(dir, "build"), { recursive: true });

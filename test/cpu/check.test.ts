@@ -362,6 +362,7 @@ describe("the end of a check with errors", () => {
     expect(steps).toHaveLength(2);
     expect(steps[0]).toStartWith("E_NO_GPU (5): no GPU here");
     expect(steps[0]).toContain("on a machine with the captures' GPU and driver, the same command with --resume checks them again, and only them");
+    expect(steps[0]).toContain("here, kerncap check --rebuild --build-only checks that they build, with no GPU"); // nu83 #8: what works here
     expect(steps[1]).toStartWith("E_CHECKSUM (1: m2/broken): the capture is damaged");
     expect(steps[1]).toContain("capture it again or restore it from a copy");
     const single = errorSummary([rec("one", "error", "E_NO_GPU")], "run");

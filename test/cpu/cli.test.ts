@@ -376,7 +376,7 @@ const table: Record<keyof typeof commands, () => void> = {
       writeFileSync(
         join(bin, "ncu"),
         // FAKE_NCU_PRINTS=1: the details page printed after the replay's output (ncu 2025.3 with --csv --page details), and no --import answered
-        `#!/bin/sh\nif [ "$1" = --import ]; then [ -n "$FAKE_NCU_PRINTS" ] && { echo "--import called" >&2; exit 1; }; cat '${csv}'; exit 0; fi\nprintf '%s\\n' "$@" > '${root}/ncu-args'\nwhile [ $# -gt 0 ]; do [ "$1" = --export ] && out="$2"; shift; done\necho report > "$out.ncu-rep"\necho "MATCH  scale(float*, int)"\nif [ -n "$FAKE_NCU_PRINTS" ]; then echo "==PROF== Disconnected from process 1"; cat '${csv}'; fi\n`,
+        `#!/bin/sh\nif [ "$1" = --import ]; then echo called >> '${root}/import-calls'; [ -n "$FAKE_NCU_PRINTS" ] && { echo "--import called" >&2; exit 1; }; cat '${csv}'; exit 0; fi\nprintf '%s\\n' "$@" > '${root}/ncu-args'\nwhile [ $# -gt 0 ]; do [ "$1" = --export ] && out="$2"; shift; done\necho report > "$out.ncu-rep"\necho "MATCH  scale(float*, int)"\nif [ -n "$FAKE_NCU_PRINTS" ]; then echo "==PROF== Disconnected from process 1"; cat '${csv}'; fi\n`,
       );
       chmodSync(join(bin, "ncu"), 0o755);
       return bin;
@@ -409,7 +409,9 @@ const table: Record<keyof typeof commands, () => void> = {
       expect(p.exitCode, p.stderr.toString()).toBe(0);
       const doc = JSON.parse(p.stdout.toString());
       expect(doc.figures).toMatchObject({ durationUs: 48.19, registersPerThread: 168 });
-      expect(doc.seconds.import).toBeLessThan(0.05); // nothing spawned
+      // no second ncu: counted by the fake itself (a time bound here failed on a loaded 2-core machine: nu83 #3)
+      expect(existsSync(join(root, "import-calls"))).toBe(false);
+      expect(doc.seconds.import).toBeGreaterThanOrEqual(0);
     });
     test("no ncu: exit 2, E_NO_NCU, saying where it looked", async () => {
       const dir = await fresh();

@@ -4,7 +4,8 @@
  * is left out and why; --dry-run lists them and writes nothing. Exit 0; 2 error; 130/143 interrupted (the temp removed).
  */
 import { defineCommand } from "citty";
-import { basename, relative, resolve } from "node:path";
+import { statSync } from "node:fs";
+import { basename, join, relative, resolve } from "node:path";
 import { KerncapError } from "../../errors.ts";
 import { EDITOR_LEFT_OUT, packCapture } from "../../format/archive.ts";
 import { collectWarnings, log } from "../../log.ts";
@@ -54,7 +55,7 @@ export default defineCommand({
     const warned = collectWarnings();
     let r;
     try {
-      r = await packCapture(dir, args.out ? String(args.out) : `${dir}.zip`, {
+      r = await packCapture(dir, archivePath(args.out === undefined ? undefined : String(args.out), dir), {
         force: Boolean(args.force),
         onProgress: progress.update,
         dryRun,
@@ -122,4 +123,24 @@ export function contents(r: Pick<PackResult, "list" | "leftOut">, head: string, 
 function fromHere(path: string): string {
   const rel = relative(process.cwd(), path);
   return rel && !rel.startsWith("..") ? rel : path;
+}
+
+/**
+ * The archive `kerncap pack DIR -o OUT` writes: DIR.zip beside the folder without -o; inside OUT
+ * when OUT names a folder (an existing one, or any name ending in `/`: nu83 #6, `-o outdir/` wrote
+ * a file named outdir), as DIR's name + .zip; else OUT itself, with a warning when its name does
+ * not end in .zip (the archive is a zip whatever its name; unpack reads it by its content).
+ * @throws KerncapError E_USAGE when OUT ends in `/` and no such folder exists
+ */
+export function archivePath(out: string | undefined, dir: string): string {
+  if (out === undefined) return `${dir}.zip`;
+  const folder = statSync(out, { throwIfNoEntry: false })?.isDirectory() === true;
+  if (out.endsWith("/") && !folder)
+    throw new KerncapError("E_USAGE", `-o ${JSON.stringify(out)} names a folder (it ends in /), and there is none`, {
+      hint: `Create the folder first (mkdir -p ${shellPath(out)}), or give the archive's file name, e.g. -o ${shellPath(basename(dir))}.zip.`,
+    });
+  if (folder) return join(out, `${basename(dir)}.zip`);
+  if (!/\.zip$/i.test(out))
+    log.warn(`-o ${escapeForTerminal(JSON.stringify(out))}: the archive is a .zip whatever its name; kerncap unpack reads it by its content`);
+  return out;
 }

@@ -1,6 +1,8 @@
 /** Adversary 59: where a user's --trust seals a copy as theirs (src/format/trust.ts adoptOwnCopy), and a watch held to the folder it started on (src/rebuild/watch-guard.ts). */
 import { expect, test } from "bun:test";
-import { appendFileSync, chmodSync, cpSync, renameSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { appendFileSync, chmodSync, cpSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { acceptJudging } from "../../../src/format/judge-accepted.ts";
 import { join } from "node:path";
 import { readManifest } from "../../../src/format/capture-dir.ts";
 import { notSealedHere } from "../../../src/format/made-here.ts";
@@ -27,6 +29,16 @@ test("--trust seals a copy of the user's own only where a seal can stand for it:
   writeFileSync(join(judged, "kerncap-judge.json"), '{"schema":"kerncap.judge/1","settings":{"atol":1e30},"sha256":"x"}\n');
   await stderrOf(() => requireTrustedBuild(judged, readManifest(judged), true));
   expect(notSealedHere(judged)).toBeDefined();
+  // once the settings are accepted as they are, the same --trust seals it (nu83 #1: it stayed received, asking for the acceptance given)
+  acceptJudging(
+    judged,
+    createHash("sha256")
+      .update(readFileSync(join(judged, "kerncap-judge.json")))
+      .digest("hex"),
+  );
+  const sealed = await stderrOf(() => requireTrustedBuild(judged, readManifest(judged), true));
+  expect(notSealedHere(judged)).toBeUndefined();
+  expect(sealed.err).toContain("is sealed as your own capture");
   const checked = join(root, "checked");
   cpSync(dir, checked, { recursive: true });
   await stderrOf(() => requireTrustedBuild(checked, readManifest(checked), true, { adopt: false }));
