@@ -15,7 +15,7 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { rmSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
@@ -244,8 +244,9 @@ async function handleCall(
   const { children, trust, fileTools } = ctx;
   await fileTools(() => undefined); // every call starts only while fewer than UNSENT_ANSWERS_MAX answers wait unread, after the file answers before it
   const name = req.params.name;
+  // an unknown tool is a protocol error, as the MCP specification has it (-32602, "Unknown tool": nu83 #9), not a tool's result
   if (!Object.hasOwn(TOOLS, name))
-    return errorResult(new KerncapError("E_USAGE", `no tool named ${JSON.stringify(name)}`, { hint: `Tools: ${Object.keys(TOOLS).join(", ")}.` }));
+    throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${JSON.stringify(name)}; the tools are ${Object.keys(TOOLS).join(", ")}`);
   const t = TOOLS[name as ToolName];
   const input = toolInput(name as ToolName, Boolean(trust.agentJudging));
   const judging = trust.agentJudging ? [] : judgingArguments(req.params.arguments ?? {}).filter((k) => Object.hasOwn(t.input.entries, k));

@@ -932,6 +932,22 @@ describe("kerncap mcp", () => {
     await c.close();
   }, 30_000);
 
+  test("an unknown tool is a JSON-RPC error -32602 naming the tools, as the MCP specification has it (nu83 #9)", async () => {
+    const c = await connected();
+    let err: unknown;
+    try {
+      await c.callTool({ name: "nope\n[kerncap] forged", arguments: {} });
+    } catch (e) {
+      err = e;
+    }
+    expect((err as { code?: number }).code).toBe(-32602);
+    expect((err as Error).message).toContain('Unknown tool: "nope\\n[kerncap] forged"; the tools are ');
+    expect((err as Error).message).toContain("validate");
+    // the server goes on
+    expect((await c.listTools()).tools.length).toBeGreaterThan(5);
+    await c.close();
+  });
+
   test("clear errors: edit_file on a capture without src/, list with a cwd that does not exist", async () => {
     const c = await connected();
     const dir = await fresh();
