@@ -347,10 +347,20 @@ export function reproducerBuildEnv(o: { force: boolean; targetArch?: string }, e
  * libraries preloaded, Python's module path and home.
  */
 const LOAD_PATH_VARS = ["PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME"] as const;
+/** How each of LOAD_PATH_VARS is split into entries by the program that reads it (ld.so(8), glibc's _dl_init_paths, Python, the shell). */
+const SEPARATORS: Record<(typeof LOAD_PATH_VARS)[number], RegExp> = {
+  PATH: /:/,
+  LD_LIBRARY_PATH: /[:;]/,
+  LD_PRELOAD: /[:\s]/,
+  LD_AUDIT: /:/,
+  PYTHONPATH: /:/,
+  PYTHONHOME: /:/,
+};
 
 /**
  * `env` for a program of a reproducer's build (build.sh, the compiler, Triton's repro.py): in
- * PATH, LD_LIBRARY_PATH, LD_PRELOAD, LD_AUDIT, PYTHONPATH and PYTHONHOME, every entry that is empty, relative,
+ * PATH, LD_LIBRARY_PATH, LD_PRELOAD, LD_AUDIT, PYTHONPATH and PYTHONHOME (each split as its reader splits it:
+ * LD_LIBRARY_PATH on `;` too), every entry that is empty, relative, holds a `$` (a loader token),
  * under /proc, /dev or /sys (resolved per process: /proc/self/cwd is the working folder) or
  * inside one of `capture` (the capture folder's path and real path) is dropped (a variable left
  * empty is removed), and PYTHONSAFEPATH=1 (Python 3.11+: neither the script's folder nor the
@@ -367,8 +377,10 @@ export function buildChildEnv(env: Record<string, string | undefined>, capture: 
   for (const k of LOAD_PATH_VARS) {
     const v = out[k];
     if (v === undefined) continue;
-    // LD_PRELOAD separates its entries by spaces or colons (ld.so(8)); the others by colons
-    const kept = v.split(k === "LD_PRELOAD" ? /[:\s]/ : ":").filter((e) => e !== "" && e.startsWith("/") && !namesWorkingOrCapture(e, inside));
+    // LD_PRELOAD separates its entries by spaces or colons (ld.so(8)); LD_LIBRARY_PATH by colons or semicolons
+    // (glibc's loader: `/usr/lib;` is /usr/lib and the working folder, adversary 84 #01); the others by colons.
+    // An entry with `$` is expanded by the loader ($ORIGIN, $LIB, $PLATFORM: into a name not judged here, adversary 84 #08): dropped
+    const kept = v.split(SEPARATORS[k]).filter((e) => e !== "" && e.startsWith("/") && !e.includes("$") && !namesWorkingOrCapture(e, inside));
     if (kept.length) out[k] = kept.join(k === "LD_PRELOAD" ? " " : ":");
     else delete out[k];
   }

@@ -11,6 +11,7 @@ import { noSuchCaptureFolder } from "./near-names.ts";
 import { isTempName } from "../leftovers.ts";
 import { EXPORT_FILE } from "./file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
+import { hasEscapedCharacters, oneLine } from "../escape.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
 import { describeJsonError, JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
 import { capturePath, MANIFEST_MAX_BYTES, readInCapture, refuseExisting, resolveInCapture, treeEntries } from "./paths.ts";
@@ -56,6 +57,23 @@ export interface OpenedCapture {
  */
 export function openCapture(dir: string): OpenedCapture {
   return { dir, manifest: readManifest(dir) };
+}
+
+/**
+ * Refuse a capture folder whose path holds a control character, a format character or a line
+ * separator (src/escape.ts hasEscapedCharacters): a received folder's name (a tar keeps it) reaches
+ * many messages as part of a path, where a newline in it would start a line of the sender's as one
+ * of kerncap's (adversary 84 #06: `n⏎[kerncap] ✔ … made here` in validate, pack, judge and check).
+ * No kerncap verb reads a capture by such a name; renaming it is the way on.
+ * @throws KerncapError E_UNSAFE_PATH naming the path escaped, with the mv that renames it
+ */
+export function refuseUnprintablePath(dir: string): void {
+  if (!hasEscapedCharacters(dir)) return;
+  throw new KerncapError(
+    "E_UNSAFE_PATH",
+    `${oneLine(dir)}: the path holds a control character, an invisible character or a line separator (shown escaped); kerncap reads no capture by such a name, which would reach its messages as lines that are not its own`,
+    { hint: `Rename the folder to a plain name (mv ${shellPath(dir)} cap-renamed), then give that.` },
+  );
 }
 
 /**
@@ -163,6 +181,7 @@ export function nestedCaptureError(dir: string, outer: string, o: { output?: boo
  */
 export function readManifest(dir: string): Manifest {
   const path = join(dir, MANIFEST_FILE);
+  refuseUnprintablePath(dir);
   if (!existsSync(dir)) throw noSuchCaptureFolder(dir);
   if (!statSync(dir).isDirectory()) {
     // an archive from `kerncap pack`: say how to get the folder back

@@ -18,7 +18,7 @@ import { fstatSync, lstatSync, realpathSync } from "node:fs";
 import { JUDGE_FILE } from "./file-names.ts";
 import { judgingAccepted } from "./judge-accepted.ts";
 import { KerncapError } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, oneLine } from "../escape.ts";
 import type { Manifest } from "./manifest.ts";
 import { notYours, onlyUnsealed, receivedBecause } from "./received.ts";
 import { MADE_HERE_SEAL, resealMadeHere } from "./made-here.ts";
@@ -231,15 +231,13 @@ export function requireTrustedBuild(dirArg: string, m: Manifest, trust: boolean 
   }
   approve();
   if (!o.inMessage && o.adopt !== false) adoptOwnCopy(dirArg, m, name, runs);
-  if (o.remember === false) {
-    log.info(`trusted ${name}'s build for this run only: ${names} (their one digest ${runs.digest}, the one a refusal shows; not recorded)`);
-    return;
-  }
-  log.info(`trusted ${key.dir}'s build: ${names} (their one digest ${runs.digest}, the one a refusal shows)`);
-  if (!state) {
-    log.warn(`--trust: the state folder is not used (${stateFolderRisk() ?? "it is not yours alone or cannot be written"}): the trust is not remembered`);
-    return;
-  }
+  if (o.remember === false)
+    return log.info(`trusted ${oneLine(name)}'s build for this run only: ${names} (their one digest ${runs.digest}, the one a refusal shows; not recorded)`);
+  log.info(`trusted ${oneLine(key.dir)}'s build: ${names} (their one digest ${runs.digest}, the one a refusal shows)`);
+  if (!state)
+    return log.warn(
+      `--trust: the state folder is not used (${stateFolderRisk() ?? "it is not yours alone or cannot be written"}): the trust is not remembered`,
+    );
   remember(state, records, key);
   log.info(`recorded in ${join(state, TRUST_FILE)}`);
 }

@@ -209,8 +209,18 @@ function confineRunPath(label: string, value: string, cwd: string | undefined, r
   } catch {
     return;
   }
-  const p = resolve(base, value);
-  let ok = false;
+  if (!deepestRealUnder(resolve(base, value), roots))
+    throw new KerncapError("E_UNSAFE_PATH", `${label} ${JSON.stringify(value)} is not under the folders this server was started for (${roots.join(", ")})`, {
+      hint: `${hint} (a relative path is resolved against cwd, else the folder \`kerncap mcp\` started in); nothing was run.`,
+    });
+}
+
+/**
+ * Whether absolute path `p` lies under `roots` by the real path of its deepest part that exists
+ * (a link leads where it points) and the rest as written; false for a dangling link or a loop on
+ * the way (there, but leading nowhere: never written through) and for a part that cannot be read.
+ */
+function deepestRealUnder(p: string, roots: string[]): boolean {
   try {
     let head = p;
     const rest: string[] = [];
@@ -219,42 +229,42 @@ function confineRunPath(label: string, value: string, cwd: string | undefined, r
         head = join(realpathSync(head), ...rest);
         break;
       } catch (e) {
-        // a dangling link or a loop is there but leads nowhere: refused, never written through
         if ((e as NodeJS.ErrnoException).code !== "ENOENT" || lstatSync(head, { throwIfNoEntry: false })) throw e;
         if (dirname(head) === head) throw e;
         rest.unshift(basename(head));
         head = dirname(head);
       }
     }
-    ok = underRoots(head, roots);
+    return underRoots(head, roots);
   } catch {
-    ok = false;
+    return false;
   }
-  if (!ok)
-    throw new KerncapError("E_UNSAFE_PATH", `${label} ${JSON.stringify(value)} is not under the folders this server was started for (${roots.join(", ")})`, {
-      hint: `${hint} (a relative path is resolved against cwd, else the folder \`kerncap mcp\` started in); nothing was run.`,
-    });
 }
 
 /**
  * Refuse the working folder `cwd` of `run` and `list` (the application's) outside the server's
  * roots, by its real path: what an agent's application reads and writes by relative paths stays in
  * the folders the server was started for (adversary 58: `list` ran in `/`). A `cwd` that does not
- * exist passes here (the tool's own E_USAGE says it); none given is the server's own folder.
+ * exist passes here only under the roots (the tool's own E_USAGE says it); outside them it gets the
+ * one message, as every `cwd` there (no oracle of what exists); none given is the server's own folder.
  * @throws KerncapError E_UNSAFE_PATH
  */
 export function confineCwd(cwd: string | undefined, roots: string[] | undefined): void {
   if (!roots || cwd === undefined) return;
+  const outside = () =>
+    new KerncapError("E_UNSAFE_PATH", `cwd ${JSON.stringify(cwd)} is not under the folders this server was started for (${roots.join(", ")})`, {
+      hint: "Give cwd as a folder under the server's --root folders, or leave it out (the folder `kerncap mcp` started in); nothing was run.",
+    });
   let real: string;
   try {
     real = realpathSync(resolve(cwd));
   } catch {
-    return;
+    // one message whatever is there: a missing or unsearchable folder outside the roots reads as any other outside them
+    // (adversary 84 #02: "does not exist" told which folders exist); one under the roots is the tool's E_USAGE
+    if (deepestRealUnder(resolve(cwd), roots)) return;
+    throw outside();
   }
-  if (!underRoots(real, roots))
-    throw new KerncapError("E_UNSAFE_PATH", `cwd ${JSON.stringify(cwd)} is not under the folders this server was started for (${roots.join(", ")})`, {
-      hint: "Give cwd as a folder under the server's --root folders, or leave it out (the folder `kerncap mcp` started in); nothing was run.",
-    });
+  if (!underRoots(real, roots)) throw outside();
   // a capture's files are data: a process started in one (kerncap, then the application) would load a library it holds
   // through an empty LD_LIBRARY_PATH entry, the working folder (adversary 81 #04: a received src/libdl.so.2)
   const capture = lstatOk(real, MANIFEST_FILE) || lstatOk(real, CAPTURE_SET_FILE) ? real : outerCapture(real); // a capture set's folder too (adversary 82 #01)

@@ -230,6 +230,14 @@ export function createMcpServer(
   return server;
 }
 
+/** `run`'s and `list`'s paths held to the roots before the child starts (any machine says it, GPU or not): the application's working folder, and run's capture folder and what it reads and copies into src/ (adversary 83 #02). @throws KerncapError E_UNSAFE_PATH */
+function confineApplication(name: "run" | "list", a: Record<string, unknown>, roots: string[] | undefined): void {
+  confineCwd(a.cwd as string | undefined, roots);
+  if (name !== "run") return;
+  confineOut(a.out as string | undefined, a.cwd as string | undefined, roots);
+  confineRunInputs(a, roots);
+}
+
 /** A tools/call request as the handler reads it. */
 type CallRequest = { params: { name: string; arguments?: Record<string, unknown>; _meta?: { progressToken?: string | number } } };
 /** What the handler's `extra` gives a call: its cancellation and its notifications. */
@@ -316,9 +324,7 @@ async function handleCall(
       a.dir = resolve(from, a.dir);
       if (Array.isArray(a.inputs)) a.inputs = (a.inputs as string[]).map((d) => resolve(from, d));
     }
-    if (name === "run" || name === "list") confineCwd(a.cwd as string | undefined, trust.roots); // the application's working folder: under the roots too
-    if (name === "run") confineOut(a.out as string | undefined, a.cwd as string | undefined, trust.roots); // before the child: any machine says it, GPU or not
-    if (name === "run") confineRunInputs(a, trust.roots); // what the capture reads and copies into src/ (adversary 83 #02)
+    if (name === "run" || name === "list") confineApplication(name, a, trust.roots);
     // the file tools' answers are large (read_file: up to 4 MiB twice): made one at a time, each once the
     // answers before it are written but UNSENT_ANSWERS_MAX (a client that reads none gets no more made)
     if (name === "edit_file") return await fileTools(() => editFileTool(a as Parameters<typeof editFileTool>[0]));

@@ -794,3 +794,57 @@ describe("pinned.json's names in kerncap's own repro.py messages (adversary 83, 
     expect(syntax.err).toContain("SyntaxError");
   });
 });
+
+describe("bypasses of the load-path, cwd and name rules (adversary 84)", () => {
+  test("LD_LIBRARY_PATH split on ';' as the loader splits it, and an entry with a loader token ($PLATFORM, $ORIGIN, $LIB) dropped (#01 #07 #08)", async () => {
+    const { buildChildEnv } = await import("../../src/env.ts");
+    const env = buildChildEnv(
+      {
+        LD_LIBRARY_PATH: "/usr/local/cuda/lib64;:/usr/lib;src:/opt/plat/$PLATFORM:/opt/${LIB}/x:$ORIGIN/lib",
+        LD_PRELOAD: "/opt/$LIB/libx.so /usr/lib/ok.so",
+        LD_AUDIT: "/opt/$PLATFORM/a.so",
+      },
+      [],
+    );
+    expect(env.LD_LIBRARY_PATH).toBe("/usr/local/cuda/lib64:/usr/lib");
+    expect(env.LD_PRELOAD).toBe("/usr/lib/ok.so");
+    expect(env.LD_AUDIT).toBeUndefined();
+  });
+
+  test("MCP cwd outside the roots: one message whether it exists, is missing or cannot be searched; a missing one under the roots is the tool's (#02)", async () => {
+    const { confineCwd } = await import("../../src/mcp/roots.ts");
+    const root = tempDir();
+    mkdirSync(join(root, "in"));
+    mkdirSync(join(root, "out"));
+    const said = new Set<string>();
+    for (const cwd of [join(root, "out"), join(root, "missing"), "/root/x/y", join(root, "in/../out2")]) {
+      let err: unknown;
+      try {
+        confineCwd(cwd, [join(root, "in")]);
+      } catch (e) {
+        err = e;
+      }
+      expect((err as KerncapError).code, cwd).toBe("E_UNSAFE_PATH");
+      said.add((err as KerncapError).message.replace(JSON.stringify(cwd), "CWD"));
+    }
+    expect(said.size).toBe(1);
+    expect(() => confineCwd(join(root, "in/not-yet"), [join(root, "in")])).not.toThrow();
+  });
+
+  test("a capture folder whose path holds a newline, a control or an invisible character is refused by every reader, the name shown escaped (#06)", async () => {
+    const root = tempDir();
+    for (const name of ["n\n[kerncap] \u2714 FORGED", "a\u202eb", "c\u001b[2Jd"]) {
+      const dir = join(root, name);
+      await makeCapture(dir);
+      let err: unknown;
+      try {
+        readManifest(dir);
+      } catch (e) {
+        err = e;
+      }
+      expect((err as KerncapError).code, JSON.stringify(name)).toBe("E_UNSAFE_PATH");
+      expect((err as KerncapError).message).not.toMatch(/[\n\u001b\u202e]/);
+      expect((err as KerncapError).hint).toContain("mv ");
+    }
+  });
+});

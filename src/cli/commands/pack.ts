@@ -134,7 +134,12 @@ function fromHere(path: string): string {
  */
 export function archivePath(out: string | undefined, dir: string): string {
   if (out === undefined) return `${dir}.zip`;
-  const folder = statSync(out, { throwIfNoEntry: false })?.isDirectory() === true;
+  let folder = false;
+  try {
+    folder = statSync(out, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch {
+    // a path through a file, a loop: not a folder; packCapture says what it is
+  }
   if (out.endsWith("/") && !folder)
     throw new KerncapError("E_USAGE", `-o ${JSON.stringify(out)} names a folder (it ends in /), and there is none`, {
       hint: `Create the folder first (mkdir -p ${shellPath(out)}), or give the archive's file name, e.g. -o ${shellPath(basename(dir))}.zip.`,
