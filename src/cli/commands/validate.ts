@@ -70,7 +70,7 @@ export const VALIDATE_ARGS = {
   "build-only": {
     type: "boolean",
     description:
-      "Rebuild only, no replay and no GPU: say whether the kernel compiles, with its registers, stack frame and spills beside the captured module's, and the nvcc that built it (exit 0); with --watch, at each save. A CUDA build.sh takes NVCC (another toolkit's nvcc) and EXTRA_FLAGS (more nvcc flags: -maxrregcount=24, -DX=1) from the environment",
+      "Rebuild only, no replay and no GPU: say whether the kernel compiles (the kernel and what it uses: a CUDA slice leaves out the TU's code after the kernel, which kerncap eval's candidates compile), with its registers, stack frame and spills beside the captured module's, and the nvcc that built it (exit 0); with --watch, at each save. A CUDA build.sh takes NVCC (another toolkit's nvcc) and EXTRA_FLAGS (more nvcc flags: -maxrregcount=24, -DX=1) from the environment",
     default: false,
   },
   arch: {
