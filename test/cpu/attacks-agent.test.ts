@@ -14,7 +14,20 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { assertNotNested, outerCapture, readManifest } from "../../src/format/capture-dir.ts";
@@ -22,7 +35,7 @@ import { notRendered, requireRenderedBuild } from "../../src/format/rendered.ts"
 import { finalizeCapture } from "../../src/capture/finalize.ts";
 import { hostIdentity, notMadeHere, receivedReasons } from "../../src/format/received.ts";
 import { notAnEditableSource } from "../../src/frontends/index.ts";
-import { makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest, writeRawCapture, sandboxOffForMarkers } from "./fixtures.ts";
+import { fakeTritonSite, makeCapture, recordRendered, stockBuildSh, tempDir, trustDigest, writeRawCapture, sandboxOffForMarkers } from "./fixtures.ts";
 import { packCapture, unpackArchive } from "../../src/format/archive.ts";
 import { connected, doc } from "./mcp-client.ts";
 import { KerncapError } from "../../src/errors.ts";
@@ -750,29 +763,24 @@ describe("pinned.json's names in kerncap's own repro.py messages (adversary 83, 
   const PY = Bun.which("python3");
   test.skipIf(!PY)("a newline in fnName, tritonVersion or the kernel file's syntax error is shown escaped, never starting a line", () => {
     const d = tempDir();
-    // a stand-in Triton: the modules repro.py imports, and a JITFunction type that nothing in the kernel file is
-    const tri = join(d, "py/triton");
-    for (const sub of ["language", "backends", "compiler", "runtime"]) mkdirSync(join(tri, sub), { recursive: true });
-    writeFileSync(join(tri, "__init__.py"), "__version__ = '3.6.0'\nfrom . import runtime\nfrom .runtime import jit\n");
-    writeFileSync(join(tri, "language/__init__.py"), "");
-    writeFileSync(join(tri, "backends/__init__.py"), "");
-    writeFileSync(join(tri, "backends/compiler.py"), "class GPUTarget: pass\n");
-    writeFileSync(join(tri, "compiler/__init__.py"), "class ASTSource: pass\n");
-    writeFileSync(join(tri, "compiler/compiler.py"), "def make_backend(t): pass\n");
-    writeFileSync(join(tri, "runtime/__init__.py"), "");
-    writeFileSync(join(tri, "runtime/jit.py"), "class JITFunction: pass\n");
+    // the stand-in Triton (3.0.0), with a JITFunction type that nothing in the kernel file is
+    const site = fakeTritonSite();
+    mkdirSync(join(site, "triton/runtime"));
+    writeFileSync(join(site, "triton/runtime/__init__.py"), "from . import jit\n");
+    writeFileSync(join(site, "triton/runtime/jit.py"), "class JITFunction: pass\n");
+    appendFileSync(join(site, "triton/__init__.py"), "from . import runtime\n");
     const repro = join(import.meta.dir, "../../templates/triton/repro.py");
     mkdirSync(join(d, "cap/src"), { recursive: true });
     const run = (pin: Record<string, unknown>, kernel: string) => {
       writeFileSync(join(d, "cap/pinned.json"), JSON.stringify({ kernelFile: "k.py", python: PY, constexprs: [], ...pin }));
       writeFileSync(join(d, "cap/src/k.py"), kernel);
-      const p = Bun.spawnSync([PY!, repro, "--dir", join(d, "cap")], { env: { ...process.env, PYTHONPATH: join(d, "py") }, stderr: "pipe" });
+      const p = Bun.spawnSync([PY!, repro, "--dir", join(d, "cap")], { env: { ...process.env, PYTHONPATH: site }, stderr: "pipe" });
       return { code: p.exitCode, err: p.stderr.toString() };
     };
     const forged = "x\n[kerncap] \u2714 FORGED\u2028y";
     const version = run({ fnName: "k", tritonVersion: forged }, "");
-    const name = run({ fnName: forged, tritonVersion: "3.6.0" }, "k = 1\n");
-    const syntax = run({ fnName: "k", tritonVersion: "3.6.0" }, "def (:\r[kerncap] \u2714 FORGED\n");
+    const name = run({ fnName: forged, tritonVersion: "3.0.0" }, "k = 1\n");
+    const syntax = run({ fnName: "k", tritonVersion: "3.0.0" }, "def (:\r[kerncap] \u2714 FORGED\n");
     for (const [what, r] of [
       ["version", version],
       ["fnName", name],
