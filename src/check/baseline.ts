@@ -59,7 +59,7 @@ export function readBaseline(path: string, check?: (st: Stats) => void): Baselin
   // and constructor without a word, and an id is any string (src/check/discover.ts)
   const captures = emptyCaptures();
   for (const [id, entry] of Object.entries((json as { captures: Record<string, unknown> }).captures)) {
-    const r = v.safeParse(Entry, entry);
+    const r = v.safeParse(Entry, entry, { abortEarly: true });
     if (!r.success)
       throw bad(oneLine(`captures[${JSON.stringify(id)}]${v.getDotPath(r.issues[0]) ? `.${v.getDotPath(r.issues[0])}` : ""}`), oneLine(r.issues[0].message));
     captures[id] = r.output;

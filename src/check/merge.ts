@@ -61,7 +61,7 @@ function recordsIn(path: string): { records: CheckRecord[]; shard?: string; runS
         if (forged) throw new KerncapError("E_RECORD_AUTH", `${path}, captures[${i}]: ${forged}`, { hint: MERGE_AUTH_HINT });
       });
     }
-    const r = v.safeParse(v.array(CheckRecord), doc?.captures);
+    const r = v.safeParse(v.array(CheckRecord), doc?.captures, { abortEarly: true });
     if (!r.success)
       throw new KerncapError(
         "E_RESULTS",

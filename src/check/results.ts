@@ -145,7 +145,7 @@ export function parseRecords<R>(
         asWritten(json);
         const forged = recordAuthProblem(kind.schema, json, key!);
         if (forged) throw new KerncapError("E_RECORD_AUTH", `${shown}, line ${line}: ${forged}`, { hint: authHint });
-        const r = v.safeParse(kind.record, json);
+        const r = v.safeParse(kind.record, json, { abortEarly: true });
         if (!r.success) throw new Error(`${oneLine(v.getDotPath(r.issues[0]) ?? "(top level)")}: ${oneLine(r.issues[0].message)}`);
         const problem = kind.problem?.(r.output);
         if (problem) throw new Error(problem);

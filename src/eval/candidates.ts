@@ -95,7 +95,7 @@ function listProblem(parsed: unknown, first: v.BaseIssue<unknown>): string {
       if (e === null || typeof e !== "object") continue;
       const form = (Object.keys(LIST_FORMS) as (keyof typeof LIST_FORMS)[]).find((k) => k in e);
       if (!form) return `candidates.${i}: has none of spec, overlay, config, refused`;
-      const r = v.safeParse(LIST_FORMS[form], e);
+      const r = v.safeParse(LIST_FORMS[form], e, { abortEarly: true });
       if (!r.success) return at(`candidates.${i}.${v.getDotPath(r.issues[0]) ?? ""}`.replace(/\.$/, ""), r.issues[0]);
     }
   return at(v.getDotPath(first) ?? "(top)", first);
@@ -134,7 +134,7 @@ export function listedCandidates(file: string): Candidate[] {
         hint: "Write each path as it is (UTF-8), not through \\u escapes of bytes.",
       },
     );
-  const r = v.safeParse(CandidateList, parsed);
+  const r = v.safeParse(CandidateList, parsed, { abortEarly: true });
   if (!r.success)
     throw new KerncapError("E_USAGE", `--candidate-list ${file} is not a candidate list: ${listProblem(parsed, r.issues[0])}`, {
       hint: `Each candidate: {"label": NAME, "spec": FOLDER | FILE.patch | FILE}, {"label": NAME, "overlay": FOLDER (holding src/…)}, {"label": NAME, "config": "BLOCK_M=64 num_warps=4"}, or {"label": NAME, "refused": {"kind": ${LISTED_KINDS.join("|")}, "code": ${CANDIDATE_FAULT_CODES.join("|")}, "reason": TEXT}}; NAME: letters, digits, . _ - (at most 64).`,

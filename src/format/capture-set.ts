@@ -52,7 +52,7 @@ export function readCaptureSet(dir: string): CaptureSet | undefined {
       hint: "The capture set's index was damaged; give one capture folder inside it, or capture again.",
     });
   }
-  const r = v.safeParse(CaptureSet, json);
+  const r = v.safeParse(CaptureSet, json, { abortEarly: true });
   if (!r.success) {
     const i = r.issues[0]!;
     const at = v.getDotPath(i) ?? "(top level)";

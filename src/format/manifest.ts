@@ -252,7 +252,7 @@ export function parseManifest(json: unknown, where = MANIFEST_FILE): Manifest {
     throw new KerncapError("E_MANIFEST", `${where} is malformed: ${inf}`, {
       hint: "This is not a manifest kerncap wrote: a damaged or crafted capture. Capture again, or ask its sender for the capture as kerncap wrote it.",
     });
-  const r = v.safeParse(Manifest, json);
+  const r = v.safeParse(Manifest, json, { abortEarly: true });
   if (!r.success) {
     const issues = r.issues
       .slice(0, 5)

@@ -19,10 +19,10 @@
  */
 import { chmodSync, closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, type Stats } from "node:fs";
 import { homedir } from "node:os";
-import { basename, join } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { type ErrorCode, KerncapError, systemError, whileReading } from "../errors.ts";
 import { noSuchCaptureFolder } from "./near-names.ts";
-import { fdPath, openDirWalk, writeFileAtomic } from "../util/write-file.ts";
+import { fdPath, openDirWalk, refusePlantedLinks, writeFileAtomic } from "../util/write-file.ts";
 import { isEditorTemporary } from "./file-names.ts";
 
 /** The largest kerncap.json (or capture-set index, build record) kerncap reads (bytes). */
@@ -520,9 +520,38 @@ export const INPUT_FILE_MAX_BYTES = 64 << 20;
  */
 export function readInputFile(path: string, what: string, code: ErrorCode, maxBytes = INPUT_FILE_MAX_BYTES, check?: (st: Stats) => void): string {
   const hint = `Give the ${what} kerncap wrote (a regular file of at most ${maxBytes >> 20} MiB).`;
+  const bytes = readInputBytes(path, what, code, { maxBytes, ...(check ? { check } : {}) });
+  // strict UTF-8: a byte that is not would become U+FFFD, and a path in it another file's name (adversary 69: a
+  // candidate list's `cand\377` built the folder `cand\uFFFD`); streamed, so that a last line cut inside a character
+  // is a cut line (the readers' "not a whole record"), not a refusal of the file
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: true });
+  } catch {
+    throw new KerncapError(code, `${path} is not UTF-8 text: not a ${what}`, { hint });
+  }
+}
+
+/**
+ * The bytes of the file at `path` a user names (an input outside any capture), read as
+ * readInputFile reads it: opened O_RDONLY|O_NONBLOCK (a FIFO never blocks) and O_NOFOLLOW unless
+ * `followLink` (then a link another user planted is still refused first, src/util/write-file.ts
+ * refusePlantedLinks); anything but a regular file, or one past `maxBytes` (default
+ * INPUT_FILE_MAX_BYTES), is refused before a byte is read; `check` sees the fd's fstat.
+ * @returns the file's bytes
+ * @throws KerncapError `code` (exit 2) naming the file and why; E_UNSAFE_PATH (a planted link); E_IO when it cannot be read
+ */
+export function readInputBytes(
+  path: string,
+  what: string,
+  code: ErrorCode,
+  o: { maxBytes?: number; check?: (st: Stats) => void; followLink?: boolean } = {},
+): Buffer {
+  const maxBytes = o.maxBytes ?? INPUT_FILE_MAX_BYTES;
+  const hint = `Give the ${what} kerncap wrote (a regular file of at most ${maxBytes >> 20} MiB).`;
+  if (o.followLink) refusePlantedLinks(resolve(path), `the ${what}`, undefined, true);
   let fd: number;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | (o.followLink ? 0 : constants.O_NOFOLLOW));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ELOOP")
       throw new KerncapError(code, `${path} is a symbolic link; kerncap reads no ${what} through a link`, { hint });
@@ -531,7 +560,7 @@ export function readInputFile(path: string, what: string, code: ErrorCode, maxBy
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw new KerncapError(code, `${path} is not a regular file (a FIFO, a device or a folder): not a ${what}`, { hint });
-    check?.(st);
+    o.check?.(st);
     if (st.size > maxBytes) throw new KerncapError(code, `${path} holds ${st.size} bytes, more than the ${maxBytes >> 20} MiB a ${what} may hold`, { hint });
     const buf = Buffer.alloc(st.size);
     let off = 0;
@@ -540,14 +569,7 @@ export function readInputFile(path: string, what: string, code: ErrorCode, maxBy
       if (n === 0) break;
       off += n;
     }
-    // strict UTF-8: a byte that is not would become U+FFFD, and a path in it another file's name (adversary 69: a
-    // candidate list's `cand\377` built the folder `cand\uFFFD`); streamed, so that a last line cut inside a character
-    // is a cut line (the readers' "not a whole record"), not a refusal of the file
-    try {
-      return new TextDecoder("utf-8", { fatal: true }).decode(buf.subarray(0, off), { stream: true });
-    } catch {
-      throw new KerncapError(code, `${path} is not UTF-8 text: not a ${what}`, { hint });
-    }
+    return buf.subarray(0, off);
   } finally {
     closeSync(fd);
   }

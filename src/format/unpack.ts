@@ -182,7 +182,7 @@ async function readIndex(archive: string, fd: number, entries: CdEntry[]): Promi
       hint: "Upgrade kerncap to the version that packed it.",
     });
   }
-  const r = v.safeParse(PackIndexSchema, json);
+  const r = v.safeParse(PackIndexSchema, json, { abortEarly: true });
   if (!r.success)
     throw bad(
       archive,

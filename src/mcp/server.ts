@@ -279,7 +279,7 @@ async function handleCall(
         },
       ),
     );
-  const parsed = v.safeParse(input, req.params.arguments ?? {});
+  const parsed = v.safeParse(input, req.params.arguments ?? {}, { abortEarly: true });
   if (!parsed.success) {
     return errorResult(
       new KerncapError("E_USAGE", `bad arguments for ${name}: ${argumentProblems(name as ToolName, parsed.issues, input)}`, {

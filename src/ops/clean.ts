@@ -12,7 +12,7 @@
  */
 import { accessSync, closeSync, constants, existsSync, lstatSync, openSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { KerncapError, systemError } from "../errors.ts";
+import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { readCaptureSet } from "../format/capture-set.ts";
 import { captureSetMember } from "../format/paths.ts";
@@ -22,7 +22,7 @@ import { fdPath, makePrivateTemp, openDirWalk } from "../util/write-file.ts";
 import { tryBuildLock, type BuildLock } from "../util/build-lock.ts";
 import { MANIFEST_FILE } from "../format/manifest.ts";
 import { discoverCaptures } from "../check/discover.ts";
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, oneLine } from "../escape.ts";
 import { log } from "../log.ts";
 
 /** What `clean` removes of one capture: `build`, `build/eval`, `profile` (relative to the capture folder). */
@@ -64,9 +64,36 @@ export async function cleanTargetsUnder(paths: readonly string[]): Promise<strin
       throw new KerncapError("E_NOT_CAPTURE", `${escapeForTerminal(p, { oneLine: true })} is no capture and holds none (no kerncap.json at any depth)`, {
         hint: "Name capture folders, capture sets (run -c N), or folders that hold them.",
       });
-    out.push(...cleanTargets(folders));
+    out.push(...ownCapturesAmong(folders));
   }
   return [...new Set(out)];
+}
+
+/**
+ * The capture folders among `folders` (found by searching a folder) that clean may act on: the
+ * user's own, each opened (cleanTargets); another user's, or one that does not open (a damaged
+ * manifest, one that is a link), is passed over with a warning and never stops the clean of the
+ * others (adversary 85 #03: one capture of another user's in a shared corpus failed the whole
+ * clean, --dry-run too). A capture named directly keeps its hard error (cleanTargets).
+ */
+function ownCapturesAmong(folders: readonly string[]): string[] {
+  const me = process.getuid?.();
+  const out: string[] = [];
+  for (const f of folders) {
+    const owner = lstatSync(f, { throwIfNoEntry: false })?.uid;
+    const pass = (why: string) => log.warn(`${oneLine(f)}: passed over: ${why}`);
+    if (me !== undefined && owner !== me) {
+      pass(`another user's capture (uid ${owner}): kerncap clean removes only what is yours`);
+      continue;
+    }
+    try {
+      out.push(...cleanTargets([f]));
+    } catch (e) {
+      if (!isKerncapError(e)) throw e;
+      pass(`${e.code}: ${e.message}`);
+    }
+  }
+  return out;
 }
 
 /** Options: `eval` removes build/eval only (not the pruned build's cache, which keeps validate fast); `profile` adds profile/; `dryRun` removes nothing. */

@@ -5,7 +5,7 @@
  * launched on DIR's memory) or a module image (a reproducer build's cubin: launched with DIR's
  * launch configuration, the kernel looked up by DIR's captured name).
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { describeModule } from "../codeobj/index.ts";
 import { isOffloadBundle } from "../codeobj/amdgpu.ts";
@@ -14,7 +14,7 @@ import { isFatbin } from "../codeobj/fatbin.ts";
 import { isKerncapError, KerncapError } from "../errors.ts";
 import { readManifest, verifyFiles } from "../format/capture-dir.ts";
 import type { Manifest } from "../format/manifest.ts";
-import { capturePath, readCaptureBytes } from "../format/paths.ts";
+import { capturePath, readCaptureBytes, readInputBytes } from "../format/paths.ts";
 import type { RunOptions } from "./engine.ts";
 
 export interface AgainstKernel {
@@ -73,6 +73,9 @@ export function otherMemory(m: Manifest, o: Manifest): string | undefined {
   return undefined;
 }
 
+/** The most bytes of a module file given by --module or --against (a fatbin of every architecture of a large library stays far under it). */
+const MODULE_MAX_BYTES = 1 << 30;
+
 /**
  * Refuse a file given as a module (--module, --against) that is no module image, on the CPU before
  * any GPU work: an ELF (cubin, AMDGPU), a fatbin, a clang offload bundle or PTX text
@@ -80,7 +83,9 @@ export function otherMemory(m: Manifest, o: Manifest): string | undefined {
  * @throws KerncapError E_MODULE_KIND (PTX: the reader's errors) naming the option and the file
  */
 export function checkModuleFile(path: string, option: string): void {
-  const bytes = new Uint8Array(readFileSync(path));
+  // a regular file of at most MODULE_MAX_BYTES, never a FIFO or a device, through no link another user planted (adversary 85 #07: a FIFO
+  // hung the replay, /dev/zero was read until memory ran out, and another user's link to a private file had its first bytes quoted)
+  const bytes = new Uint8Array(readInputBytes(path, `${option} module`, "E_MODULE_KIND", { maxBytes: MODULE_MAX_BYTES, followLink: true }));
   // an ELF, a fatbin or a clang offload bundle (hipcc's) is a module kind: whether it is well formed is the load's to say
   if (isElf(bytes) || isFatbin(bytes) || isOffloadBundle(bytes)) return;
   try {

@@ -100,7 +100,7 @@ function readStored(dir: string): { settings: JudgeSettings; file: string } | un
   }
   const inf = nonFinite(json);
   if (inf) throw new KerncapError("E_JUDGE", `${JUDGE_FILE} in ${dir} is not kerncap's judging settings: ${inf}`, { hint });
-  const r = v.safeParse(JudgeFile, json);
+  const r = v.safeParse(JudgeFile, json, { abortEarly: true });
   if (!r.success)
     throw new KerncapError(
       "E_JUDGE",

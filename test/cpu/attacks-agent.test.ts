@@ -856,3 +856,32 @@ describe("bypasses of the load-path, cwd and name rules (adversary 84)", () => {
     }
   });
 });
+
+describe("bounded work on untrusted files (adversary 85)", () => {
+  test("a manifest, a capture set, a candidate list of a million empty entries are refused at their first bad entry, in bounded time (#12: 4 KB of issues per entry, 4 GB for 3 MB)", async () => {
+    const { readCaptureSet } = await import("../../src/format/capture-set.ts");
+    const { listedCandidates } = await import("../../src/eval/candidates.ts");
+    const d = tempDir();
+    const many = Array.from({ length: 1_000_000 }, () => ({}));
+    const cap = join(d, "cap");
+    await makeCapture(cap);
+    const real = JSON.parse(readFileSync(join(cap, "kerncap.json"), "utf8"));
+    writeFileSync(join(cap, "kerncap.json"), JSON.stringify({ ...real, regions: [...many, ...real.regions] }));
+    const set = join(d, "set");
+    mkdirSync(set);
+    writeFileSync(join(set, "kerncap-captures.json"), JSON.stringify({ schema: "kerncap.capture-set/1", captures: many }));
+    const list = join(d, "list.json");
+    writeFileSync(list, JSON.stringify({ candidates: many }));
+    for (const [what, read] of [
+      ["manifest", () => readManifest(cap)],
+      ["capture set", () => readCaptureSet(set)],
+      ["candidate list", () => listedCandidates(list)],
+    ] as const) {
+      const before = process.memoryUsage().rss;
+      const t0 = performance.now();
+      expect(read, what).toThrow();
+      expect(performance.now() - t0, what).toBeLessThan(5000);
+      expect(process.memoryUsage().rss - before, what).toBeLessThan(1 << 30);
+    }
+  }, 60_000);
+});

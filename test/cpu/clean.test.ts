@@ -299,3 +299,34 @@ test("a folder that holds captures (check's corpus): each one found at any depth
   expect(none.err).toContain("E_NOT_CAPTURE");
   expect(none.err).toContain("is no capture and holds none");
 });
+
+test("a shared corpus: another user's capture, a damaged manifest or a manifest that is a link is passed over with a warning, the user's own cleaned (adversary 85 #03)", async () => {
+  const corpus = join(tempDir(), "team");
+  mkdirSync(corpus);
+  const mine = join(corpus, "zz-mine"); // sorts last: a refusal before it would stop it
+  await makeCapture(mine);
+  mkdirSync(join(mine, "build"));
+  writeFileSync(join(mine, "build/kernel.cubin"), Buffer.alloc(100));
+  const broken = join(corpus, "a-broken");
+  mkdirSync(broken);
+  writeFileSync(join(broken, "kerncap.json"), "{");
+  const linked = join(corpus, "b-linked");
+  mkdirSync(linked);
+  symlinkSync(join(mine, "kerncap.json"), join(linked, "kerncap.json"));
+  if (process.getuid?.() === 0) {
+    const theirs = join(corpus, "c-theirs");
+    await makeCapture(theirs);
+    mkdirSync(join(theirs, "build"));
+    Bun.spawnSync(["chown", "-R", "65534:65534", theirs]);
+  }
+  for (const dry of [true, false]) {
+    const r = cli([corpus, ...(dry ? ["--dry-run"] : [])]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.err).toContain("a-broken: passed over: E_MANIFEST");
+    if (process.getuid?.() === 0) expect(r.err).toContain("c-theirs: passed over: another user's capture (uid 65534)");
+    expect(existsSync(join(mine, "build")), `dry ${dry}`).toBe(dry);
+  }
+  if (process.getuid?.() === 0) expect(existsSync(join(corpus, "c-theirs/build"))).toBe(true);
+  // named directly, a damaged capture keeps its hard error
+  expect(cli([broken]).code).toBe(2);
+});

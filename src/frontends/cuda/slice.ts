@@ -136,7 +136,7 @@ const SliceMetaSchema = v.pipe(
  * @throws KerncapError E_MANIFEST (exit 2) naming the field
  */
 export function checkSliceMeta(meta: unknown, where = "kerncap.json"): SliceMeta {
-  const r = v.safeParse(SliceMetaSchema, meta);
+  const r = v.safeParse(SliceMetaSchema, meta, { abortEarly: true });
   if (r.success) return r.output;
   const i = r.issues[0]!;
   const field = `source.cuda.slice.meta${v.getDotPath(i) ? `.${v.getDotPath(i)}` : ""}`;

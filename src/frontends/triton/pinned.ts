@@ -74,7 +74,7 @@ export function parsePinned(dir: string, bytes: Uint8Array, schema: typeof Pinne
   } catch (e) {
     throw new KerncapError("E_MANIFEST", `${path} is not valid JSON (${describeJsonError(text) || (e as Error).message})`, { hint });
   }
-  const r = v.safeParse(schema, json);
+  const r = v.safeParse(schema, json, { abortEarly: true });
   if (!r.success) {
     const i = r.issues[0]!;
     const at = v.getDotPath(i) ?? "(top level)";

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { runCommand } from "citty";
-import { readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, lchownSync, mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { commands } from "../../../src/cli/verbs.ts";
 import { describeAgainst, describeComparison } from "../../../src/cli/format.ts";
@@ -52,6 +52,42 @@ describe("replay --against", () => {
     const e = await replayFails([a!, "--module", patch]);
     expect(e.code).toBe("E_MODULE_KIND");
     expect(e.message).toStartWith(`--module ${patch}: unknown module image`);
+  });
+  test("a module file that is a FIFO, a device, past the bound or another user's planted link: refused before a byte is read (adversary 85 #07)", async () => {
+    const [a] = await two();
+    const m = readManifest(a);
+    const d = tempDir();
+    const fifo = join(d, "k.cubin");
+    expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
+    symlinkSync("/dev/zero", join(d, "zero.cubin"));
+    for (const p of [fifo, join(d, "zero.cubin")]) {
+      const t0 = performance.now();
+      expect(() => againstKernel(m, p), p).toThrow("is not a regular file");
+      expect(performance.now() - t0).toBeLessThan(5000); // a FIFO hung, /dev/zero was read until memory ran out
+    }
+    // past the bound, sparse: refused by its size
+    const big = join(d, "big.cubin");
+    writeFileSync(big, "");
+    truncateSync(big, (1 << 30) + 1);
+    expect(() => againstKernel(m, big)).toThrow("more than the 1024 MiB");
+    // a link another user made in a sticky folder: refused, its target never read
+    if (process.getuid?.() === 0) {
+      const sticky = join(d, "shared");
+      mkdirSync(sticky);
+      chmodSync(sticky, 0o1777);
+      const secret = join(d, "secret");
+      writeFileSync(secret, "secret");
+      symlinkSync(secret, join(sticky, "m.cubin"));
+      lchownSync(join(sticky, "m.cubin"), 65534, 65534);
+      let err: unknown;
+      try {
+        againstKernel(m, join(sticky, "m.cubin"));
+      } catch (e) {
+        err = e;
+      }
+      expect((err as KerncapError).code).toBe("E_UNSAFE_PATH");
+      expect((err as KerncapError).message).not.toContain("73 65 63 72");
+    }
   });
   test("a capture of other memory is refused, naming the region; a damaged one by its checksum", async () => {
     const [a, b] = await two();
