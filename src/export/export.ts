@@ -52,7 +52,7 @@ import { dataExtentsOfFd, writeSparse } from "../format/sparse-extents.ts";
 import { runs } from "../format/chunks.ts";
 import { MANIFEST_FILE, type Manifest } from "../format/manifest.ts";
 import { shippedManifestOf } from "../format/redact.ts";
-import { capturePath, openInCapture, readCaptureBytes, refuseExisting, resolveInCapture } from "../format/paths.ts";
+import { capturePath, openInCapture, readCaptureBytes, readInputFile, refuseExisting, resolveInCapture } from "../format/paths.ts";
 import { renderTemplateDir, templatesFolder } from "../frontends/templates.ts";
 import { remakeGeneratedSources } from "../frontends/build.ts";
 import { runsTrustedCopy } from "../format/staged-build.ts";
@@ -345,11 +345,17 @@ function checkOutput(capDir: string, out: string, force: boolean): void {
   refuseExisting(out, force, { found: "a previous export", why: "", replaces: "a previous export", another: "output folder (-o)" });
 }
 
+/** The most bytes of a previous export's kerncap-export.json read to tell it is one. */
+const EXPORT_RECORD_MAX_BYTES = 1 << 20;
+
 /** Whether `out` is a folder a kerncap export wrote: it holds kerncap-export.json of format kerncap-export (no link followed). */
 function isPreviousExport(out: string): boolean {
   try {
     if (!lstatSync(out).isDirectory() || !lstatSync(join(out, EXPORT_FILE)).isFile()) return false;
-    return (JSON.parse(readFileSync(join(out, EXPORT_FILE), "utf8")) as { format?: unknown }).format === EXPORT_FORMAT;
+    // read as any file a user names: bounded (what an export writes is under 4 KiB), no link, no FIFO (adversary 86 #05: a 1.5 GB
+    // sparse kerncap-export.json another user put in the folder was read whole)
+    const text = readInputFile(join(out, EXPORT_FILE), "export record", "E_EXISTS", EXPORT_RECORD_MAX_BYTES);
+    return (JSON.parse(text) as { format?: unknown }).format === EXPORT_FORMAT;
   } catch {
     return false;
   }

@@ -3,7 +3,7 @@
  * `replay --module`): read bounded, never through a link (or, where asked, through none another
  * user planted), never blocking on a FIFO, refused when not a regular file.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, realpathSync, type Stats } from "node:fs";
 import { resolve } from "node:path";
 import { type ErrorCode, KerncapError, systemError, whileReading } from "../errors.ts";
 import { refusePlantedLinks } from "../util/write-file.ts";
@@ -57,7 +57,8 @@ export function readInputBytes(
   if (o.followLink) refusePlantedLinks(resolve(path), `the ${what}`, undefined, true);
   let fd: number;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | (o.followLink ? 0 : constants.O_NOFOLLOW));
+    // a link followed is followed once, here: the real path opened O_NOFOLLOW (a file swapped for a link after the check is refused)
+    fd = openSync(o.followLink ? realpathSync(path) : path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ELOOP")
       throw new KerncapError(code, `${path} is a symbolic link; kerncap reads no ${what} through a link`, { hint });

@@ -14,7 +14,8 @@ import { accessSync, closeSync, constants, existsSync, lstatSync, openSync, read
 import { basename, dirname, join } from "node:path";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
-import { readCaptureSet } from "../format/capture-set.ts";
+import { CAPTURE_SET_FILE, readCaptureSet } from "../format/capture-set.ts";
+import { notOwnEntry } from "../format/received.ts";
 import { captureSetMember } from "../format/paths.ts";
 import { EVAL_LOCK, EVAL_WORK_DIR, lockHolder } from "../eval/copies.ts";
 import { cleanHolderName, pidAlive, staleCleanHolder } from "../leftovers.ts";
@@ -53,7 +54,10 @@ export async function cleanTargetsUnder(paths: readonly string[]): Promise<strin
   const out: string[] = [];
   for (const p of paths) {
     const folder = lstatSync(p, { throwIfNoEntry: false })?.isDirectory() ?? false;
-    if (!folder || existsSync(join(p, MANIFEST_FILE)) || readCaptureSet(p)) {
+    // a folder that is not the user's alone, or whose kerncap.json is not, is searched as a corpus (its own capture then judged as
+    // the others are): adversary 86 #01, a kerncap.json dropped at the top of a shared 1777 corpus made the corpus one capture, and
+    // clean removed the user's captures named build/ and profile/ there
+    if (!folder || (!notCleanable(p) && (existsSync(join(p, MANIFEST_FILE)) || readCaptureSet(p)))) {
       out.push(...cleanTargets([p]));
       continue;
     }
@@ -77,13 +81,12 @@ export async function cleanTargetsUnder(paths: readonly string[]): Promise<strin
  * clean, --dry-run too). A capture named directly keeps its hard error (cleanTargets).
  */
 function ownCapturesAmong(folders: readonly string[]): string[] {
-  const me = process.getuid?.();
   const out: string[] = [];
   for (const f of folders) {
-    const owner = lstatSync(f, { throwIfNoEntry: false })?.uid;
     const pass = (why: string) => log.warn(`${oneLine(f)}: passed over: ${why}`);
-    if (me !== undefined && owner !== me) {
-      pass(`another user's capture (uid ${owner}): kerncap clean removes only what is yours`);
+    const not = notCleanable(f);
+    if (not) {
+      pass(`${not}: kerncap clean removes only what is yours alone`);
       continue;
     }
     try {
@@ -94,6 +97,25 @@ function ownCapturesAmong(folders: readonly string[]): string[] {
     }
   }
   return out;
+}
+
+/**
+ * Why clean may not act on folder `f` as a capture (or capture set) of the user's, or undefined:
+ * the folder (as it lies: a link is no folder of the user's) and its kerncap.json and
+ * kerncap-captures.json, where there, must be the user's and writable by no one else
+ * (src/format/received.ts notOwnEntry): another user who may write the folder chose what lies in it.
+ */
+function notCleanable(f: string): string | undefined {
+  for (const [what, name] of [
+    ["the folder", "."],
+    [MANIFEST_FILE, MANIFEST_FILE],
+    [CAPTURE_SET_FILE, CAPTURE_SET_FILE],
+  ] as const) {
+    const st = lstatSync(join(f, name), { throwIfNoEntry: false });
+    const not = st && notOwnEntry(what, st);
+    if (not) return not;
+  }
+  return undefined;
 }
 
 /** Options: `eval` removes build/eval only (not the pruned build's cache, which keeps validate fast); `profile` adds profile/; `dryRun` removes nothing. */

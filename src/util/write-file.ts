@@ -86,7 +86,9 @@ export function refusePlantedLinks(
       return;
     }
     if (st.isSymbolicLink() && st.uid !== me && st.uid !== 0) {
-      const parent = lstatSync(at);
+      // the folder the link lies in, reached through the user's own links on the way (adversary 86 #02: lstat of `at`, itself
+      // a link of the user's to the other user's folder, read the link's own mode and owner)
+      const parent = statSync(at);
       // in a folder anyone may write (sticky: /tmp) and not the link owner's own folder (as protected_symlinks), or in a
       // folder of its owner's (they can point it elsewhere at any time: adversary 40, a link in their own /tmp/x)
       if (((parent.mode & 0o1002) === 0o1002 && parent.uid !== st.uid) || parent.uid === st.uid)

@@ -4,7 +4,7 @@
  * running eval's lock refuses the whole command; a capture set's members; the --json document.
  */
 import { expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
@@ -323,10 +323,31 @@ test("a shared corpus: another user's capture, a damaged manifest or a manifest 
     const r = cli([corpus, ...(dry ? ["--dry-run"] : [])]);
     expect(r.code, r.err).toBe(0);
     expect(r.err).toContain("a-broken: passed over: E_MANIFEST");
-    if (process.getuid?.() === 0) expect(r.err).toContain("c-theirs: passed over: another user's capture (uid 65534)");
+    if (process.getuid?.() === 0) expect(r.err).toContain("c-theirs: passed over: the folder belongs to another user (uid 65534");
     expect(existsSync(join(mine, "build")), `dry ${dry}`).toBe(dry);
   }
   if (process.getuid?.() === 0) expect(existsSync(join(corpus, "c-theirs/build"))).toBe(true);
   // named directly, a damaged capture keeps its hard error
   expect(cli([broken]).code).toBe(2);
+});
+
+test("a kerncap.json (or a capture set's file) another user dropped at the top of a shared corpus does not make the corpus one capture: the user's captures named build/ and profile/ there are not removed (adversary 86 #01)", async () => {
+  const corpus = join(tempDir(), "team");
+  mkdirSync(corpus);
+  chmodSync(corpus, 0o1777);
+  for (const n of ["mine", "build", "profile"]) {
+    await makeCapture(join(corpus, n));
+    mkdirSync(join(corpus, n, "build"));
+  }
+  writeFileSync(join(corpus, "build/src-note.txt"), "precious");
+  // the planted file: a real manifest, as another user's (root runs the tests: chown shows the owner; else the 1777 folder does)
+  writeFileSync(join(corpus, "kerncap.json"), readFileSync(join(corpus, "mine/kerncap.json")));
+  if (process.getuid?.() === 0) Bun.spawnSync(["chown", "65534:65534", join(corpus, "kerncap.json")]);
+  const r = cli([corpus, "--profile"]);
+  expect(r.code, r.err).toBe(0);
+  expect(readFileSync(join(corpus, "build/src-note.txt"), "utf8")).toBe("precious");
+  expect(existsSync(join(corpus, "profile/kerncap.json"))).toBe(true);
+  // the user's captures are cleaned as a corpus's; the root passed over, said
+  expect(existsSync(join(corpus, "mine/build"))).toBe(false);
+  expect(r.err).toContain("passed over");
 });

@@ -26,6 +26,7 @@ import {
   utimesSync,
   writeFileSync,
   writeSync,
+  truncateSync,
 } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
@@ -314,6 +315,12 @@ describe("kerncap export: the folder", () => {
     expect(code(() => exportCapture(cap, other, { force: true }))).toBe("E_EXISTS");
     expect(code(() => exportCapture(cap, other))).toBe("E_EXISTS");
     expect(readFileSync(join(other, "notes.txt"), "utf8")).toBe("keep");
+    // a kerncap-export.json of 1.5 GB (sparse) in such a folder is not read to tell (adversary 86 #05: read whole, 1.6 GB)
+    writeFileSync(join(other, "kerncap-export.json"), "");
+    truncateSync(join(other, "kerncap-export.json"), 1.5 * 2 ** 30);
+    const t0 = performance.now();
+    expect(code(() => exportCapture(cap, other, { force: true }))).toBe("E_EXISTS");
+    expect(performance.now() - t0).toBeLessThan(5000);
     // an empty folder (mkdir repro && kerncap export cap -o repro) is written into without --force
     const empty = join(out, "..", "empty");
     mkdirSync(empty);

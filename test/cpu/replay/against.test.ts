@@ -87,6 +87,9 @@ describe("replay --against", () => {
       }
       expect((err as KerncapError).code).toBe("E_UNSAFE_PATH");
       expect((err as KerncapError).message).not.toContain("73 65 63 72");
+      // the same link reached through a link of the user's own to that folder (adversary 86 #02: the parent read by lstat was the user's link)
+      symlinkSync(sticky, join(d, "mine"));
+      expect(() => againstKernel(m, join(d, "mine/m.cubin"))).toThrow("is a symbolic link that another user (uid 65534) made");
     }
   });
   test("a capture of other memory is refused, naming the region; a damaged one by its checksum", async () => {
