@@ -10,12 +10,13 @@
  * holder and removed there (cleanPart), and nothing is removed while an eval holds a lock in `build/eval/` (its builds would lose
  * their folder): the whole command refuses before removing anything.
  */
-import { accessSync, closeSync, constants, existsSync, lstatSync, openSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { isKerncapError, KerncapError, systemError } from "../errors.ts";
 import { openCapture } from "../format/capture-dir.ts";
 import { CAPTURE_SET_FILE, readCaptureSet } from "../format/capture-set.ts";
 import { notOwnEntry } from "../format/received.ts";
+import { sharedParentRisk } from "../cache.ts";
 import { captureSetMember } from "../format/paths.ts";
 import { EVAL_LOCK, EVAL_WORK_DIR, lockHolder } from "../eval/copies.ts";
 import { cleanHolderName, pidAlive, staleCleanHolder } from "../leftovers.ts";
@@ -53,7 +54,8 @@ export interface CleanedCapture {
 export async function cleanTargetsUnder(paths: readonly string[]): Promise<string[]> {
   const out: string[] = [];
   for (const p of paths) {
-    const folder = lstatSync(p, { throwIfNoEntry: false })?.isDirectory() ?? false;
+    // the folder the path leads to (a link of the user's to a shared corpus is that corpus: adversary 87 #01)
+    const folder = statSync(p, { throwIfNoEntry: false })?.isDirectory() ?? false;
     // a folder that is not the user's alone, or whose kerncap.json is not, is searched as a corpus (its own capture then judged as
     // the others are): adversary 86 #01, a kerncap.json dropped at the top of a shared 1777 corpus made the corpus one capture, and
     // clean removed the user's captures named build/ and profile/ there
@@ -106,16 +108,23 @@ function ownCapturesAmong(folders: readonly string[]): string[] {
  * (src/format/received.ts notOwnEntry): another user who may write the folder chose what lies in it.
  */
 function notCleanable(f: string): string | undefined {
+  let real: string;
+  try {
+    real = realpathSync(f); // the folder a link of the user's leads to is the one judged (adversary 87 #01)
+  } catch {
+    return undefined; // not there: cleanTargets says so
+  }
   for (const [what, name] of [
     ["the folder", "."],
     [MANIFEST_FILE, MANIFEST_FILE],
     [CAPTURE_SET_FILE, CAPTURE_SET_FILE],
   ] as const) {
-    const st = lstatSync(join(f, name), { throwIfNoEntry: false });
+    const st = lstatSync(join(real, name), { throwIfNoEntry: false });
     const not = st && notOwnEntry(what, st);
     if (not) return not;
   }
-  return undefined;
+  // a folder above it whose entries others may rename: they could put another folder at its name between the check and the removal (adversary 87 #02)
+  return sharedParentRisk(real);
 }
 
 /** Options: `eval` removes build/eval only (not the pruned build's cache, which keeps validate fast); `profile` adds profile/; `dryRun` removes nothing. */
@@ -270,6 +279,14 @@ export function cleanCaptures(dirs: readonly string[], o: CleanOptions = {}): Cl
  */
 function heldCapture(dir: string): number {
   const { fd } = openDirWalk(dir);
+  // judged again on the folder held, whatever route led here: the user's alone, in no folder others may rename entries of
+  const not = notOwnEntry("the folder", fstatSync(fd)) ?? sharedParentRisk(dir);
+  if (not) {
+    closeSync(fd);
+    throw new KerncapError("E_UNSAFE_PATH", `${oneLine(dir)}: ${not}: nothing removed`, {
+      hint: "kerncap clean removes only what is yours alone: keep captures in folders only you can write, then clean again.",
+    });
+  }
   if (!lstatSync(fdPath(fd, MANIFEST_FILE), { throwIfNoEntry: false })?.isFile()) {
     closeSync(fd);
     throw new KerncapError("E_UNSAFE_PATH", `${dir}: the folder found at that name now holds no ${MANIFEST_FILE}: nothing removed`, {

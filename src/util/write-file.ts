@@ -91,10 +91,11 @@ export function refusePlantedLinks(
       const parent = statSync(at);
       // in a folder anyone may write (sticky: /tmp) and not the link owner's own folder (as protected_symlinks), or in a
       // folder of its owner's (they can point it elsewhere at any time: adversary 40, a link in their own /tmp/x)
-      if (((parent.mode & 0o1002) === 0o1002 && parent.uid !== st.uid) || parent.uid === st.uid)
+      // and in a folder others may write, sticky or not (adversary 87 #03c: a 0777 folder, root's or the user's own, held another user's link)
+      if ((parent.mode & 0o022) !== 0 || parent.uid === st.uid)
         throw new KerncapError(
           "E_UNSAFE_PATH",
-          `${escapeForTerminal(JSON.stringify(next), { oneLine: true })} is a symbolic link that another user (uid ${st.uid}) made in ${at}, ${parent.uid === st.uid ? "a folder of theirs" : "a folder anyone may write"}: following it would let them choose ${reads ? `what kerncap reads as ${what}` : `where ${what} is written`}`,
+          `${escapeForTerminal(JSON.stringify(next), { oneLine: true })} is a symbolic link that another user (uid ${st.uid}) made in ${at}, ${parent.uid === st.uid ? "a folder of theirs" : "a folder others may write"}: following it would let them choose ${reads ? `what kerncap reads as ${what}` : `where ${what} is written`}`,
           { hint },
         );
     }

@@ -351,3 +351,31 @@ test("a kerncap.json (or a capture set's file) another user dropped at the top o
   expect(existsSync(join(corpus, "mine/build"))).toBe(false);
   expect(r.err).toContain("passed over");
 });
+
+test("the planted corpus named through a link of the user's (or /proc/self/cwd) is judged as the folder it leads to; a capture in a folder others may rename entries of is passed over (adversary 87 #01 #02)", async () => {
+  if (process.getuid?.() !== 0) return; // the planted file must be another user's
+  const root = tempDir();
+  const corpus = join(root, "team");
+  mkdirSync(corpus);
+  chmodSync(corpus, 0o1777);
+  Bun.spawnSync(["chown", "65534:65534", corpus]); // another user's shared corpus: neither it nor a file of theirs in it is the user's
+  for (const n of ["build", "profile"]) await makeCapture(join(corpus, n));
+  writeFileSync(join(corpus, "build/src-note.txt"), "precious");
+  writeFileSync(join(corpus, "kerncap.json"), readFileSync(join(corpus, "build/kerncap.json")));
+  Bun.spawnSync(["chown", "65534:65534", join(corpus, "kerncap.json")]);
+  symlinkSync(corpus, join(root, "link"));
+  const r = cli([join(root, "link"), "--profile"]);
+  expect(readFileSync(join(corpus, "build/src-note.txt"), "utf8")).toBe("precious");
+  expect(existsSync(join(corpus, "profile/kerncap.json"))).toBe(true);
+  expect(r.err).toContain("passed over");
+  // a capture of the user's in a 0777 folder (not sticky): another user could swap it for a link to another capture of the user's
+  const open = join(root, "open");
+  mkdirSync(open);
+  chmodSync(open, 0o777);
+  const mine = join(open, "vcap");
+  await makeCapture(mine);
+  mkdirSync(join(mine, "build"));
+  const s = cli([root]);
+  expect(s.err).toContain("vcap: passed over");
+  expect(existsSync(join(mine, "build"))).toBe(true);
+});

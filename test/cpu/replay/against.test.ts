@@ -90,6 +90,13 @@ describe("replay --against", () => {
       // the same link reached through a link of the user's own to that folder (adversary 86 #02: the parent read by lstat was the user's link)
       symlinkSync(sticky, join(d, "mine"));
       expect(() => againstKernel(m, join(d, "mine/m.cubin"))).toThrow("is a symbolic link that another user (uid 65534) made");
+      // and in a folder others may write that is not sticky (adversary 87 #03c: a 0777 folder of root's or the user's own)
+      const open = join(d, "open");
+      mkdirSync(open);
+      chmodSync(open, 0o777);
+      symlinkSync(secret, join(open, "m.cubin"));
+      lchownSync(join(open, "m.cubin"), 65534, 65534);
+      expect(() => againstKernel(m, join(open, "m.cubin"))).toThrow("a folder others may write");
     }
   });
   test("a capture of other memory is refused, naming the region; a damaged one by its checksum", async () => {
