@@ -70,7 +70,14 @@ export async function cleanTargetsUnder(paths: readonly string[]): Promise<strin
       throw new KerncapError("E_NOT_CAPTURE", `${escapeForTerminal(p, { oneLine: true })} is no capture and holds none (no kerncap.json at any depth)`, {
         hint: "Name capture folders, capture sets (run -c N), or folders that hold them.",
       });
-    out.push(...ownCapturesAmong(folders));
+    const mine = ownCapturesAmong(folders);
+    // a capture named by itself that is not the user's alone, holding none of theirs: an error, as naming it always was
+    const not = mine.length === 0 && folders.length === 1 ? notCleanable(folders[0]!) : undefined;
+    if (not)
+      throw new KerncapError("E_IO", `cannot clean ${oneLine(folders[0]!)}: ${not}; kerncap clean removes only what is yours alone`, {
+        hint: "Ask its owner to clean it, or copy it into a folder of yours (cp -r) and work there.",
+      });
+    out.push(...mine);
   }
   return [...new Set(out)];
 }

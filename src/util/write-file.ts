@@ -31,6 +31,7 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
+  readlinkSync,
   realpathSync,
   renameSync,
   rmdirSync,
@@ -64,8 +65,10 @@ const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOL
  * links Linux itself does not follow with fs.protected_symlinks=1 (a machine may have it off), or
  * one in a folder of its owner's. Through `-o /tmp/work/out` the owner of a link /tmp/work chose where the
  * output went (adversary 38: an unpack, an export and a pack written into the victim's ~/t09).
- * Every prefix of `folder` as given (made absolute) is looked at with lstat, no link followed;
- * a missing one ends the walk (the caller's own checks say it).
+ * Every prefix of `folder` as given (made absolute) is looked at with lstat, and each link met is
+ * walked in its place, as the kernel resolves it (its target's components, `..` from where the
+ * links led), so another user's link that a link of the user's names is judged too; a missing
+ * entry, or more than 40 links, ends the walk (the caller's own checks and open say it).
  * @param what what kerncap writes there, for the message ("the archive"); with `reads`, what it reads there ("the candidate")
  * @throws KerncapError E_UNSAFE_PATH naming the link and its owner, with `hint`
  */
@@ -76,8 +79,17 @@ export function refusePlantedLinks(
   reads = false,
 ): void {
   const me = process.getuid?.() ?? -1;
+  // the path as given (made absolute), and the target of every link on the way walked in its place, as the kernel
+  // resolves it: a link of the user's own whose target is another user's link is judged there too (adversary 87 #03a)
+  const rest = resolve(folder).split("/").filter(Boolean);
   let at = "/";
-  for (const part of resolve(folder).split("/").filter(Boolean)) {
+  for (let links = 0; rest.length; ) {
+    const part = rest.shift() as string;
+    if (part === ".") continue;
+    if (part === "..") {
+      at = dirname(at);
+      continue;
+    }
     const next = join(at, part);
     let st: Stats;
     try {
@@ -85,13 +97,15 @@ export function refusePlantedLinks(
     } catch {
       return;
     }
-    if (st.isSymbolicLink() && st.uid !== me && st.uid !== 0) {
-      // the folder the link lies in, reached through the user's own links on the way (adversary 86 #02: lstat of `at`, itself
-      // a link of the user's to the other user's folder, read the link's own mode and owner)
-      const parent = statSync(at);
-      // in a folder anyone may write (sticky: /tmp) and not the link owner's own folder (as protected_symlinks), or in a
-      // folder of its owner's (they can point it elsewhere at any time: adversary 40, a link in their own /tmp/x)
-      // and in a folder others may write, sticky or not (adversary 87 #03c: a 0777 folder, root's or the user's own, held another user's link)
+    if (!st.isSymbolicLink()) {
+      at = next;
+      continue;
+    }
+    if (st.uid !== me && st.uid !== 0) {
+      // `at` holds no link (each one met was walked in its place): the folder the link lies in, as it is
+      const parent = lstatSync(at);
+      // in a folder others may write, sticky or not (as protected_symlinks for /tmp; adversary 87 #03c: a 0777 folder, root's or
+      // the user's own), or in a folder of its owner's (they can point it elsewhere at any time: adversary 40, a link in their own /tmp/x)
       if ((parent.mode & 0o022) !== 0 || parent.uid === st.uid)
         throw new KerncapError(
           "E_UNSAFE_PATH",
@@ -99,7 +113,15 @@ export function refusePlantedLinks(
           { hint },
         );
     }
-    at = next;
+    if (++links > 40) return; // a loop: the caller's own open says so (ELOOP)
+    let target: string;
+    try {
+      target = readlinkSync(next);
+    } catch {
+      return;
+    }
+    if (target.startsWith("/")) at = "/";
+    rest.unshift(...target.split("/").filter(Boolean));
   }
 }
 

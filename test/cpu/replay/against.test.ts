@@ -97,6 +97,13 @@ describe("replay --against", () => {
       symlinkSync(secret, join(open, "m.cubin"));
       lchownSync(join(open, "m.cubin"), 65534, 65534);
       expect(() => againstKernel(m, join(open, "m.cubin"))).toThrow("a folder others may write");
+      // another user's link that a link of the user's names as its target (adversary 87 #03a: only the typed path was walked)
+      mkdirSync(join(d, "private"));
+      writeFileSync(join(d, "private/k.cubin"), "secret");
+      symlinkSync(join(d, "private"), join(sticky, "proj"));
+      lchownSync(join(sticky, "proj"), 65534, 65534);
+      symlinkSync(join(sticky, "proj"), join(d, "proj-mine"));
+      expect(() => againstKernel(m, join(d, "proj-mine/k.cubin"))).toThrow(`"${join(sticky, "proj")}" is a symbolic link that another user (uid 65534) made`);
     }
   });
   test("a capture of other memory is refused, naming the region; a damaged one by its checksum", async () => {
