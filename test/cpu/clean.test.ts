@@ -379,3 +379,18 @@ test("the planted corpus named through a link of the user's (or /proc/self/cwd) 
   expect(s.err).toContain("vcap: passed over");
   expect(existsSync(join(mine, "build"))).toBe(true);
 });
+
+test("a build/ (or profile/) of another user's inside the user's capture is left as it is, said; the user's own parts are removed (adversary 88)", async () => {
+  if (process.getuid?.() !== 0) return; // the part must be another user's
+  const dir = join(tempDir(), "cap");
+  await makeCapture(dir);
+  mkdirSync(join(dir, "build"));
+  writeFileSync(join(dir, "build/theirs.txt"), "x");
+  Bun.spawnSync(["chown", "-R", "65534:65534", join(dir, "build")]);
+  mkdirSync(join(dir, "profile"));
+  const r = cli([dir, "--profile"]);
+  expect(r.code, r.err).toBe(0);
+  expect(r.err).toContain("build: left as it is: it belongs to another user (uid 65534)");
+  expect(existsSync(join(dir, "build/theirs.txt"))).toBe(true);
+  expect(existsSync(join(dir, "profile"))).toBe(false);
+});
