@@ -110,9 +110,10 @@ function ownCapturesAmong(folders: readonly string[]): string[] {
 
 /**
  * Why clean may not act on folder `f` as a capture (or capture set) of the user's, or undefined:
- * the folder (as it lies: a link is no folder of the user's) and its kerncap.json and
- * kerncap-captures.json, where there, must be the user's and writable by no one else
- * (src/format/received.ts notOwnEntry): another user who may write the folder chose what lies in it.
+ * the folder it leads to (its real path: a link of the user's to a shared corpus is that corpus)
+ * and its kerncap.json and kerncap-captures.json, where there, must be the user's and writable by
+ * no one else (src/format/received.ts notOwnEntry), and no folder above it one whose entries others
+ * may rename (src/cache.ts sharedParentRisk): another user who may write there chose what lies in it.
  */
 function notCleanable(f: string): string | undefined {
   let real: string;
