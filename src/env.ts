@@ -11,8 +11,8 @@
  * Getters take an optional environment (default process.env) so tests can pass their own.
  * Flags are on only when the value is exactly "1" (what the C libraries test with strcmp).
  */
-import { lstatSync, readlinkSync } from "node:fs";
 import { posix } from "node:path";
+import { walkPhysically } from "./path-walk.ts";
 
 export type Env = Record<string, string | undefined>;
 
@@ -400,32 +400,14 @@ const PER_PROCESS = /^\/(proc|dev|sys)(\/|$)/;
  * the rest of its text; more than 40 links (the kernel's own bound) counts as leading there.
  */
 function namesWorkingOrCapture(e: string, inside: (p: string) => boolean): boolean {
-  const rest = e.split("/").filter((c) => c !== "" && c !== ".");
-  let at = "";
-  for (let links = 0; rest.length; ) {
-    const c = rest.shift() as string;
-    if (c === "..") {
-      at = at.slice(0, Math.max(0, at.lastIndexOf("/")));
-      continue;
-    }
-    const next = `${at}/${c}`;
-    let target: string | undefined;
-    try {
-      if (lstatSync(next).isSymbolicLink()) target = readlinkSync(next);
-    } catch {
-      // missing or unreadable: the rest as written
-      at = posix.normalize([next, ...rest].join("/"));
-      break;
-    }
-    if (target === undefined) at = next;
-    else {
-      if (++links > 40) return true;
-      if (target.startsWith("/")) at = "";
-      rest.unshift(...target.split("/").filter((t) => t !== "" && t !== "."));
-    }
-    if (PER_PROCESS.test(at || "/") || inside(at)) return true;
+  const there = (p: string) => PER_PROCESS.test(p) || inside(p);
+  for (const s of walkPhysically(e)) {
+    if (s.kind === "loop") return true;
+    // missing or unreadable: the rest as written
+    if (s.kind === "missing") return there(posix.normalize([s.path, ...s.rest].join("/")));
+    if (there(s.at)) return true;
   }
-  return PER_PROCESS.test(at || "/") || inside(at || "/");
+  return there("/");
 }
 
 /** Environment of the no-ASLR replay child (src/replay/aslr.ts). */

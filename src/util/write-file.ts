@@ -31,19 +31,18 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
-  readlinkSync,
   realpathSync,
   renameSync,
   rmdirSync,
   rmSync,
   statSync,
   writeSync,
-  type Stats,
 } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
 import { tempFor } from "../leftovers.ts";
+import { walkPhysically } from "../path-walk.ts";
 import { settleFolderModes } from "./folder-modes.ts";
 
 /** The path of `name` inside the folder open as `fd` (the kernel resolves /proc/self/fd/N to the folder itself). */
@@ -81,47 +80,19 @@ export function refusePlantedLinks(
   const me = process.getuid?.() ?? -1;
   // the path as given (made absolute), and the target of every link on the way walked in its place, as the kernel
   // resolves it: a link of the user's own whose target is another user's link is judged there too (adversary 87 #03a)
-  const rest = resolve(folder).split("/").filter(Boolean);
-  let at = "/";
-  for (let links = 0; rest.length; ) {
-    const part = rest.shift() as string;
-    if (part === ".") continue;
-    if (part === "..") {
-      at = dirname(at);
-      continue;
-    }
-    const next = join(at, part);
-    let st: Stats;
-    try {
-      st = lstatSync(next);
-    } catch {
-      return;
-    }
-    if (!st.isSymbolicLink()) {
-      at = next;
-      continue;
-    }
-    if (st.uid !== me && st.uid !== 0) {
-      // `at` holds no link (each one met was walked in its place): the folder the link lies in, as it is
-      const parent = lstatSync(at);
-      // in a folder others may write, sticky or not (as protected_symlinks for /tmp; adversary 87 #03c: a 0777 folder, root's or
-      // the user's own), or in a folder of its owner's (they can point it elsewhere at any time: adversary 40, a link in their own /tmp/x)
-      if ((parent.mode & 0o022) !== 0 || parent.uid === st.uid)
-        throw new KerncapError(
-          "E_UNSAFE_PATH",
-          `${escapeForTerminal(JSON.stringify(next), { oneLine: true })} is a symbolic link that another user (uid ${st.uid}) made in ${at}, ${parent.uid === st.uid ? "a folder of theirs" : "a folder others may write"}: following it would let them choose ${reads ? `what kerncap reads as ${what}` : `where ${what} is written`}`,
-          { hint },
-        );
-    }
-    if (++links > 40) return; // a loop: the caller's own open says so (ELOOP)
-    let target: string;
-    try {
-      target = readlinkSync(next);
-    } catch {
-      return;
-    }
-    if (target.startsWith("/")) at = "/";
-    rest.unshift(...target.split("/").filter(Boolean));
+  for (const s of walkPhysically(folder)) {
+    if (s.kind !== "entry") return; // missing, or a loop: the caller's own open says so (ENOENT, ELOOP)
+    if (s.target === undefined || s.st.uid === me || s.st.uid === 0) continue;
+    // `s.parent` holds no link (each one met was walked in its place): the folder the link lies in, as it is
+    const parent = lstatSync(s.parent);
+    // in a folder others may write, sticky or not (as protected_symlinks for /tmp; adversary 87 #03c: a 0777 folder, root's or
+    // the user's own), or in a folder of its owner's (they can point it elsewhere at any time: adversary 40, a link in their own /tmp/x)
+    if ((parent.mode & 0o022) !== 0 || parent.uid === s.st.uid)
+      throw new KerncapError(
+        "E_UNSAFE_PATH",
+        `${escapeForTerminal(JSON.stringify(s.path), { oneLine: true })} is a symbolic link that another user (uid ${s.st.uid}) made in ${s.parent}, ${parent.uid === s.st.uid ? "a folder of theirs" : "a folder others may write"}: following it would let them choose ${reads ? `what kerncap reads as ${what}` : `where ${what} is written`}`,
+        { hint },
+      );
   }
 }
 

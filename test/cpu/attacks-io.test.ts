@@ -879,6 +879,14 @@ describe("output paths through another user's link (adversary 38 #09)", () => {
         expect(r.err).toContain("a symbolic link that another user (uid 65534) made");
       }
       expect(readdirSync(mine)).toEqual([]);
+      // `..` after the link: the output path is made absolute by its text (tmp/work/.. is tmp), so the link is never walked
+      const r1 = await output(() => runCli(["pack", cap, "-o", `${planted}/../p.zip`]));
+      expect(r1.value).toBe(0);
+      expect(existsSync(join(shared, "p.zip"))).toBe(true);
+      expect(existsSync(join(root, "p.zip"))).toBe(false);
+      // and a path handed on as written is judged as the kernel walks it: through the link, then up from where it led
+      const { refusePlantedLinks } = await import("../../src/util/write-file.ts");
+      expect(() => refusePlantedLinks(`${planted}/../x`)).toThrow("a symbolic link that another user (uid 65534) made");
       // a link in a folder of its owner's (not sticky), who can point it elsewhere at any time (adversary 40: /tmp/k08own/o)
       const theirs = join(shared, "theirs");
       mkdirSync(theirs);
