@@ -33,8 +33,8 @@
 import { JSON_MAX_DEPTH, jsonDepth } from "../format/json-position.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import * as v from "valibot";
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { basename, dirname, join, relative, resolve } from "node:path";
+import { existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { KerncapError } from "../errors.ts";
 import { escapedForMessage } from "../format/archive-common.ts";
 import { escapeForTerminal, illFormedStringAt } from "../escape.ts";
@@ -45,9 +45,10 @@ import { CANDIDATE_MAX_BYTES, digestOf, readCandidateFile, readGiven, readTree, 
 import { log } from "../log.ts";
 import { refusePlantedLinks } from "../util/write-file.ts";
 import { readManifest } from "../format/capture-dir.ts";
-import { isCaptureTemp, readInputFile } from "../format/paths.ts";
+import { readInputFile } from "../format/paths.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { applyPatch, patchModeProblem } from "./patch-apply.ts";
+import { copyReproducer } from "./reproducer-copy.ts";
 
 export { GIT_ALONE, patchModeProblem, sourcePathProblem } from "./patch-apply.ts";
 import { overlayPaths, writeOverlay } from "./overlay.ts";
@@ -79,7 +80,6 @@ export interface Candidate {
 
 export { CANDIDATE_FAULT_CODES, CandidateList, LISTED_KINDS } from "../format/candidate-list.ts";
 import { CANDIDATE_FAULT_CODES, CandidateList, LIST_FORMS, LISTED_KINDS } from "../format/candidate-list.ts";
-import { isPythonBytecode } from "../format/file-names.ts";
 
 /**
  * What is wrong with a candidate list that CandidateList refuses, naming the field (nu7 #4: a
@@ -419,45 +419,10 @@ export function distinctLabels(cs: Candidate[]): Candidate[] {
   return cs.map((c) => (label.has(c) ? { ...c, label: label.get(c)! } : c));
 }
 
-/** What a private copy leaves out of the capture folder: the memory images, build outputs, reports and kerncap's temporaries. */
-const NOT_COPIED = new Set(["memory", "build", "profile"]);
-
 /**
- * Make `dest` (removed first, its parent the caller's) a copy of the capture's reproducer as it
- * is: every file of the capture folder but memory/, build/ and profile/ and kerncap's temporaries;
- * no link copied or followed, no Python bytecode cache (__pycache__, .pyc) copied.
- */
-export function copyReproducer(capture: string, dest: string): void {
-  rmSync(dest, { recursive: true, force: true });
-  mkdirSync(dest);
-  for (const name of readdirSync(capture)) {
-    if (NOT_COPIED.has(name) || isCaptureTemp(name)) continue;
-    const from = join(capture, name);
-    if (lstatSync(from).isSymbolicLink()) continue;
-    // no link, and no Python bytecode cache (Python would run it in place of the kernel file shown: adversary 58)
-    cpSync(from, join(dest, name), { recursive: true, filter: (s) => !lstatSync(s).isSymbolicLink() && !isPythonBytecode(relative(capture, s)) });
-  }
-  userWritable(dest);
-}
-
-/**
- * The copy is the user's to edit and remove: its folders u+rwx and its files u+rw, whatever the
- * capture's modes (adversary 69: a chmod -R a-w capture's copy kept 0555 folders, so the candidate
- * could not be applied nor its private folder removed, left in TMPDIR at every eval). Links are
- * never followed (the copy holds none).
- */
-function userWritable(dir: string): void {
-  chmodSync(dir, lstatSync(dir).mode | 0o700);
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) userWritable(p);
-    else if (e.isFile()) chmodSync(p, lstatSync(p).mode | 0o600);
-  }
-}
-
-/**
- * Make `dest` a private copy of the capture's reproducer (every file of the capture folder but
- * memory/, build/ and profile/; links are not copied) with the candidate applied. The capture
+ * Make `dest` a private copy of the capture's reproducer (./reproducer-copy.ts copyReproducer:
+ * every file of the capture folder but memory/, build/, profile/ and its seal, bounded; links are
+ * not copied) with the candidate applied. The capture
  * folder itself is only read.
  * @throws KerncapError E_CANDIDATE (a replacement file that names no file of src/, or several; a
  *   folder that lacks a file the build compiles), E_PATCH (a patch that does not apply), a refused

@@ -44,6 +44,7 @@ import { TaskQueue } from "./task-queue.ts";
 import { kernelCodeSha256 } from "../codeobj/kernel-code.ts";
 import { buildCandidate, buildPool, builtFigures, type BuildOutcome, type BuildSettings, type CopyGate } from "./build.ts";
 import { parseCandidates, type Candidate } from "./candidates.ts";
+import { reproducerFiles } from "./reproducer-copy.ts";
 import { candidateFolders, keptBuild, type CandidateFolders } from "./copies.ts";
 import { BUILD_INPUT, EVAL_RECORDS, EVAL_SHARD_MARKER, recordKey, refuseSharedRecords, reportOf, unjudgedKind, type EvalReport } from "./report.ts";
 import type { EvalSettings, EvalTask } from "./worker.ts";
@@ -141,6 +142,8 @@ export async function evalCandidates(o: EvalOptions, gate: (dir: string, m: Mani
   // the reproducer every candidate's copy is made from: a link, FIFO or device under its src/ refused as validate refuses
   // it, before any build (a copy leaves links out: the candidates would build without what the link named; adversary 38)
   assertRegularTree(home.dir, "src");
+  // and what each candidate's copy holds is within its bound, said once, before any build (adversary 89 #01)
+  reproducerFiles(home.dir);
   const all = checkedCandidates(o, home);
   // the reproducer that is built is the first input's (the others are captures of the same kernel: inputs only)
   const copyGate = gate(home.dir, home.manifest) ?? undefined;

@@ -34,7 +34,7 @@ import { log } from "../log.ts";
 import { plural } from "../util/format.ts";
 import { PRUNED_DIR, readPrunedCheck } from "../rebuild/pruned-check.ts";
 import { TOOL_VERSION } from "../version.ts";
-import { copyReproducer } from "./candidates.ts";
+import { copyReproducer } from "./reproducer-copy.ts";
 
 /** What a check concluded for a capture folder (by its real path and kernel), for this process. */
 const checked = new Map<string, { plan: string; series: FastBuildSeries } | { off: string }>();

@@ -26,7 +26,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { delimiter, join, resolve } from "node:path";
-import { copyReproducer } from "../../src/eval/candidates.ts";
+import { copyReproducer } from "../../src/eval/reproducer-copy.ts";
 import { commands } from "../../src/cli/main.ts";
 import { KerncapError } from "../../src/errors.ts";
 import { PACK_INDEX, packCapture, readPackIndex, unpackArchive, type PackIndex } from "../../src/format/archive.ts";

@@ -6,7 +6,8 @@
 import { expect, test } from "bun:test";
 import { existsSync, linkSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { copyReproducer, listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
+import { listedCandidates, materialise, parseCandidate, parseCandidates } from "../../../src/eval/candidates.ts";
+import { copyReproducer } from "../../../src/eval/reproducer-copy.ts";
 import { readCandidateFile } from "../../../src/eval/candidate-files.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
 import { log } from "../../../src/log.ts";
@@ -396,4 +397,37 @@ test("a candidate list that is not UTF-8, or names a path through a lone surroga
   const escaped = join(d, "escaped.json");
   writeFileSync(escaped, '{"candidates": [{"label": "a", "spec": "cand\\udcff"}]}');
   expect(() => listedCandidates(escaped)).toThrow(/candidates\[0\]\.spec holds a lone UTF-16 surrogate/);
+});
+
+test("a candidate's copy of a received capture is bounded: a sparse file counts whole (E_UNSAFE_PATH before a byte is written), a FIFO and the seal are left out, an unreadable file is E_IO naming it (adversary 89 #01)", async () => {
+  const { REPRODUCER_COPY_MAX_BYTES } = await import("../../../src/eval/reproducer-copy.ts");
+  const d = tempDir();
+  const cap = join(d, "cap");
+  await makeCapture(cap);
+  mkdirSync(join(cap, "src"));
+  writeFileSync(join(cap, "src", "k.cu"), "__global__ void k() {}\n");
+  writeFileSync(join(cap, "kerncap-made-here.json"), "{}", { mode: 0o600 });
+  expect(Bun.spawnSync(["mkfifo", join(cap, "pipe")]).exitCode).toBe(0);
+  copyReproducer(cap, join(d, "copy"));
+  expect(readFileSync(join(d, "copy", "src", "k.cu"), "utf8")).toContain("__global__");
+  expect(existsSync(join(d, "copy", "pipe"))).toBe(false);
+  expect(existsSync(join(d, "copy", "kerncap-made-here.json"))).toBe(false);
+  expect(existsSync(join(d, "copy", "kerncap.json"))).toBe(true);
+  // a sparse file of more than the bound: a few KiB on disk, refused by its size, and nothing copied
+  expect(Bun.spawnSync(["truncate", "-s", String(REPRODUCER_COPY_MAX_BYTES + 1), join(cap, "notes.bin")]).exitCode).toBe(0);
+  expect(() => copyReproducer(cap, join(d, "copy2"))).toThrow(/holds more than 512 MiB of files outside memory\/, build\/ and profile\//);
+  expect(existsSync(join(d, "copy2"))).toBe(false);
+  rmSync(join(cap, "notes.bin"));
+  // a file the user cannot read: a clear E_IO naming it, not an internal error (as root every file is readable: checked as another user only)
+  if (process.getuid?.() !== 0) {
+    writeFileSync(join(cap, "secret.txt"), "x", { mode: 0o000 });
+    let err: unknown;
+    try {
+      copyReproducer(cap, join(d, "copy3"));
+    } catch (e) {
+      err = e;
+    }
+    expect((err as { code?: string }).code).toBe("E_IO");
+    expect(String((err as Error).message)).toContain("secret.txt");
+  }
 });
