@@ -122,3 +122,18 @@ export function illFormedStringAt(value: unknown): string | undefined {
  * so no line of theirs can stand as one of kerncap's own (adversary 80: `[kerncap] ✔ …` after a newline).
  */
 export const oneLine = (text: string): string => escapeForTerminal(text, { oneLine: true });
+
+/**
+ * The first `max` of `items` for a message, each on one line with its controls escaped
+ * (escapeForTerminal oneLine), joined by ", ", with ", …" after them when there are more: a name
+ * from a received capture, a patch, a module or a shared folder cannot start a line of its own
+ * that reads as kerncap's (adversary 89 #02: a file named `notes\n[kerncap] ✔ …`).
+ */
+export function listForTerminal(items: readonly string[], max: number): string {
+  return (
+    items
+      .slice(0, max)
+      .map((s) => escapeForTerminal(s, { oneLine: true }))
+      .join(", ") + (items.length > max ? ", …" : "")
+  );
+}

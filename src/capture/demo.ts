@@ -7,7 +7,7 @@
  * tools can be tried on any machine; its replay needs a GPU from sm_80 (elsewhere than sm_90 the
  * driver JIT-compiles the PTX).
  */
-import { jsonText } from "../escape.ts";
+import { jsonText, listForTerminal } from "../escape.ts";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { moveIntoPlace } from "./finalize.ts";
@@ -75,10 +75,7 @@ function sayWhatForceLoses(out: string): void {
     ignore: (p) => p === "kerncap.json" || p.startsWith("build/") || generated.has(p),
   });
   const lost = [...edited.map((p) => `${p} (edited)`), ...added];
-  if (lost.length)
-    log.warn(
-      `--force: replacing ${out} loses ${lost.length} file${lost.length === 1 ? "" : "s"} of yours: ${lost.slice(0, 10).join(", ")}${lost.length > 10 ? ", …" : ""}`,
-    );
+  if (lost.length) log.warn(`--force: replacing ${out} loses ${lost.length} file${lost.length === 1 ? "" : "s"} of yours: ${listForTerminal(lost, 10)}`);
 }
 
 export function writeDemo(dir: string, force: boolean): { dir: string; manifest: Manifest } {

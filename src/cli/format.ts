@@ -9,7 +9,7 @@ import { mismatchReason, outsideRegionsReason } from "../replay/run-result.ts";
 import type { ClockState } from "../replay/engine.ts";
 
 import { formatBytes, plural } from "../util/format.ts";
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, listForTerminal } from "../escape.ts";
 import { stderrProgress, type ProgressLine } from "../util/progress.ts";
 import type { ArchiveProgress } from "../format/archive.ts";
 
@@ -63,7 +63,7 @@ export function describeReplay(r: ReplayResult): string {
       : []),
     ...(d.moduleState
       ? [
-          `  the rebuilt module's own variables put back as loaded before every launch: ${d.moduleState.names.slice(0, 4).join(", ")}${d.moduleState.variables > 4 ? ", …" : ""} (${formatBytes(d.moduleState.bytes)})`,
+          `  the rebuilt module's own variables put back as loaded before every launch: ${listForTerminal(d.moduleState.names.slice(0, 4), 4)}${d.moduleState.variables > 4 ? ", …" : ""} (${formatBytes(d.moduleState.bytes)})`,
         ]
       : []),
   ];

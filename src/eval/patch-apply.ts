@@ -3,6 +3,7 @@
  * materialise calls it): what a patch may hold (patchModeProblem), where it may write
  * (sourcePathProblem, patchWriteRefusal), and the apply itself (applyPatch).
  */
+import { listForTerminal } from "../escape.ts";
 import { existsSync, lstatSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KerncapError } from "../errors.ts";
@@ -164,7 +165,7 @@ export async function applyPatch(src: string, name: string, text: Buffer, dest: 
     // made from a folder above the capture (git diff at a repository's top names cap/src/kernel.cu: nu13)
     const above = missing.some((p) => p.includes("src/") && before.has(p.slice(p.lastIndexOf("src/") + 4)));
     const from = above ? "; it was made from a folder above the capture: make it with git diff --relative inside the capture folder (or src/)" : "";
-    const read = `; ${stripRule(strip)}${missing.length ? `, so it names ${[...new Set(missing)].slice(0, 3).join(", ")}, which src/ does not hold` : ""}${from} ${PATCH_NAMES_EXAMPLE}`;
+    const read = `; ${stripRule(strip)}${missing.length ? `, so it names ${listForTerminal([...new Set(missing)].slice(0, 3), 3)}, which src/ does not hold` : ""}${from} ${PATCH_NAMES_EXAMPLE}`;
     throw new KerncapError("E_PATCH", `the patch ${name} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
       hint: PATCH_NAMES_HINT,
     });

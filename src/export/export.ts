@@ -60,7 +60,7 @@ import { receivedBecause } from "../format/received.ts";
 import { tritonSourceOf } from "../frontends/triton/numerics.ts";
 import { markTemp, removeStaleTemps, tempFor, TEMP_MARKER } from "../leftovers.ts";
 import { log } from "../log.ts";
-import { filesNotIn } from "../format/files-not-in.ts";
+import { filesNotIn, someFiles } from "../format/files-not-in.ts";
 import { digestOf } from "../format/source-digests.ts";
 import { makePrivateTemp, type PrivateTemp } from "../util/write-file.ts";
 import { writeMask } from "../util/folder-modes.ts";
@@ -385,9 +385,8 @@ function place(t: PrivateTemp, out: string, force: boolean): void {
  * without a word). --json gives them as `warnings`.
  */
 function sayWhatForceLoses(out: string, fresh: string): void {
-  const some = (list: string[]) => `${list.length} file${list.length === 1 ? "" : "s"}: ${list.slice(0, 10).join(", ")}${list.length > 10 ? ", …" : ""}`;
   const gone = filesNotIn(out, new Set(filesNotIn(fresh, new Set())));
-  if (gone.length) log.warn(`--force: replacing ${out} removes ${some(gone).replace(/^(\d+ files?):/, "$1 the new export does not hold:")}`);
+  if (gone.length) log.warn(`--force: replacing ${out} removes ${someFiles(gone).replace(/^(\d+ files?):/, "$1 the new export does not hold:")}`);
   // every file of the program (src/, Makefile, repro.c, capture.h, README.md …) whose bytes differ: the user's edits;
   // data/ is the capture's copy, compared by its checksums elsewhere (adversary 36: edits of Makefile and repro.c went unsaid)
   const edited = filesNotIn(fresh, new Set())
@@ -396,7 +395,7 @@ function sayWhatForceLoses(out: string, fresh: string): void {
       const mine = digestOf(out, f);
       return mine !== undefined && mine !== digestOf(fresh, f);
     });
-  if (edited.length) log.warn(`--force: replacing ${out} discards the edits of ${some(edited)} (the export's own files replace them)`);
+  if (edited.length) log.warn(`--force: replacing ${out} discards the edits of ${someFiles(edited)} (the export's own files replace them)`);
 }
 
 function checkOutputAgain(out: string, force: boolean): void {

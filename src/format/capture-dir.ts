@@ -11,7 +11,7 @@ import { noSuchCaptureFolder } from "./near-names.ts";
 import { isTempName } from "../leftovers.ts";
 import { EXPORT_FILE } from "./file-names.ts";
 import { shellPath } from "../util/shell-quote.ts";
-import { hasEscapedCharacters, oneLine } from "../escape.ts";
+import { hasEscapedCharacters, oneLine, listForTerminal } from "../escape.ts";
 import { MANIFEST_FILE, MANIFEST_FORMAT, parseManifest, type Manifest } from "./manifest.ts";
 import { describeJsonError, JSON_MAX_DEPTH, jsonDepth } from "./json-position.ts";
 import { capturePath, MANIFEST_MAX_BYTES, readInCapture, refuseExisting, resolveInCapture, treeEntries } from "./paths.ts";
@@ -217,7 +217,7 @@ export function readManifest(dir: string): Manifest {
     const held = tmp ? [] : capturesJustBelow(dir);
     throw new KerncapError(
       "E_NOT_CAPTURE",
-      `${dir} has no ${MANIFEST_FILE}: not a complete capture${held.length ? `; it holds captures: ${held.slice(0, 6).join(", ")}${held.length > 6 ? ", …" : ""}` : ""}`,
+      `${dir} has no ${MANIFEST_FILE}: not a complete capture${held.length ? `; it holds captures: ${listForTerminal(held, 6)}` : ""}`,
       {
         hint: tmp
           ? "This is the temporary folder of an interrupted capture; run the capture again."

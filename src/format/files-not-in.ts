@@ -1,6 +1,7 @@
 /** What a folder holds beyond a list of files: unpack's "what replacing DIR loses", and a reproducer's src/ against the files a capture wrote (./source-digests.ts). */
 import { lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { listForTerminal } from "../escape.ts";
 import { MADE_HERE_SEAL } from "./file-names.ts";
 
 /**
@@ -33,4 +34,9 @@ export function filesNotIn(dir: string, keep: Set<string>): string[] {
   };
   walk(dir, "");
   return out;
+}
+
+/** "N files: a, b, …" for a warning: the first ten of `list` (paths in a folder that may be someone else's) as src/escape.ts listForTerminal gives them. */
+export function someFiles(list: string[]): string {
+  return `${list.length} file${list.length === 1 ? "" : "s"}: ${listForTerminal(list, 10)}`;
 }

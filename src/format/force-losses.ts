@@ -10,7 +10,7 @@ import { log } from "../log.ts";
 import { shellPath } from "../util/shell-quote.ts";
 import type { PackIndex } from "./archive-common.ts";
 import { JUDGE_FILE, RECEIVED_MARK } from "./file-names.ts";
-import { filesNotIn } from "./files-not-in.ts";
+import { filesNotIn, someFiles } from "./files-not-in.ts";
 import { MANIFEST_FILE } from "./manifest.ts";
 import { readInCapture } from "./paths.ts";
 import { differingFiles, sourceDigests, type FileDigest } from "./source-digests.ts";
@@ -31,10 +31,9 @@ const EDITED_FILES = ["build.sh", JUDGE_FILE];
  * `generated`: the files kerncap generates in it (capture-relative), made again, so not edits.
  */
 export function sayWhatForceLoses(dest: string, tmp: string, idx: Pick<PackIndex, "files">, shown = dest, generated: string[] = []): void {
-  const some = (list: string[]) => `${list.length} file${list.length === 1 ? "" : "s"}: ${list.slice(0, 10).join(", ")}${list.length > 10 ? ", …" : ""}`;
   // build/ is kerncap's outputs (modules, logs, locks), made again by the next verb that needs them: no loss (nu16 #9)
   const gone = filesNotIn(dest, new Set([...idx.files.map((f) => f.path), RECEIVED_MARK])).filter((p) => !p.startsWith("build/"));
-  if (gone.length) log.warn(`--force: replacing ${shown} removes ${some(gone).replace(/^(\d+ files?):/, "$1 the archive does not hold:")}`);
+  if (gone.length) log.warn(`--force: replacing ${shown} removes ${someFiles(gone).replace(/^(\d+ files?):/, "$1 the archive does not hold:")}`);
   const archived: FileDigest[] = sourceDigests(tmp, "src");
   for (const path of EDITED_FILES) {
     const b = readInCapture(tmp, path, 64 << 20);
@@ -44,7 +43,7 @@ export function sayWhatForceLoses(dest: string, tmp: string, idx: Pick<PackIndex
   const made = new Set(generated);
   const edited = differingFiles(dest, archived, { under: "src" }).edited.filter((p) => !made.has(p));
   if (edited.length)
-    log.warn(`--force: replacing ${shown} loses your edits: the archive holds other bytes for ${some(edited)} (unpack it with -o OTHER to keep both)`);
+    log.warn(`--force: replacing ${shown} loses your edits: the archive holds other bytes for ${someFiles(edited)} (unpack it with -o OTHER to keep both)`);
   const capture = [MANIFEST_FILE, "kerncap-captures.json"].some((f) => lstatSync(join(dest, f), { throwIfNoEntry: false }));
   if (capture && !lstatSync(join(dest, RECEIVED_MARK), { throwIfNoEntry: false }))
     log.warn(

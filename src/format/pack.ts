@@ -8,7 +8,7 @@ import { closeSync, existsSync, fstatSync, lstatSync, readdirSync, readFileSync,
 import { basename, join, posix, resolve, sep } from "node:path";
 import { CLEAN_PARTS, staleCleanHolder } from "../leftovers.ts";
 import { KerncapError, whileReading } from "../errors.ts";
-import { escapeForTerminal, jsonText } from "../escape.ts";
+import { escapeForTerminal, jsonText, listForTerminal } from "../escape.ts";
 import { commitTemp, discardTemp, openTempBeside, refuseLink } from "../util/write-file.ts";
 import { StopSignals } from "../process-group.ts";
 import { TOOL_VERSION } from "../version.ts";
@@ -219,13 +219,13 @@ export function portabilityWarnings(dir: string, m: Manifest): string[] {
     }
     if (paths.size)
       w.push(
-        `build.sh names ${paths.size} absolute path${paths.size > 1 ? "s" : ""} outside the capture that another machine may lack: ${[...paths].slice(0, 8).join(", ")}${paths.size > 8 ? ", …" : ""}`,
+        `build.sh names ${paths.size} absolute path${paths.size > 1 ? "s" : ""} outside the capture that another machine may lack: ${listForTerminal([...paths], 8)}`,
       );
   }
   const outside = Array.isArray(cuda?.referencedOutsideRoot) ? cuda.referencedOutsideRoot.filter((f): f is string => typeof f === "string") : [];
   if (outside.length)
     w.push(
-      `the kernel's source includes ${outside.length} header${outside.length > 1 ? "s" : ""} outside the project, read from their absolute paths: ${outside.slice(0, 4).join(", ")}${outside.length > 4 ? ", …" : ""}`,
+      `the kernel's source includes ${outside.length} header${outside.length > 1 ? "s" : ""} outside the project, read from their absolute paths: ${listForTerminal(outside, 4)}`,
     );
   return w;
 }

@@ -13,6 +13,7 @@
  * another file is refused without a line of its output; a failed build's messages are reduced to
  * the diagnostics (file, line, the error's own text) of the capture's own files.
  */
+import { listForTerminal } from "../escape.ts";
 import { realpathSync } from "node:fs";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { KerncapError } from "../errors.ts";
@@ -205,10 +206,10 @@ export function confinedError(files: string[], o: { by?: string; includedAt?: st
     "files under src/, the toolchain's headers and, of the captured project, only the headers its capture recorded as read (not the rest of its source root)";
   return new KerncapError(
     "E_CONFINED",
-    `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, the project's recorded headers and the toolchain (${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}), which ${o.by ?? "a confined build"} does not allow: the build was refused, its module is not used and none of its output is shown`,
+    `the build read ${files.length} file${files.length > 1 ? "s" : ""} outside the capture folder, the project's recorded headers and the toolchain (${listForTerminal(files, 5)}), which ${o.by ?? "a confined build"} does not allow: the build was refused, its module is not used and none of its output is shown`,
     {
       hint: o.includedAt?.length
-        ? `Remove the #include at ${o.includedAt.slice(0, 3).join(", ")}: include only ${readable}.`
+        ? `Remove the #include at ${listForTerminal(o.includedAt.slice(0, 3), 3)}: include only ${readable}.`
         : `No #include under src/ names ${them}: the build reached ${them} another way (a header it includes, a flag of build.sh), and a confined build reads only ${readable}. \`kerncap validate DIR\` (not confined) builds it on the command line.`,
     },
   );

@@ -6,6 +6,7 @@
  * chunks; putBackWritten: a scan for chunks written anywhere else). Device work goes through the
  * backend (./backends/interface.ts).
  */
+import { listForTerminal } from "../escape.ts";
 import { faultVaTaken } from "../env.ts";
 import { KerncapError } from "../errors.ts";
 import { chunkExpectation, chunkLen, runs, type Range } from "../format/chunks.ts";
@@ -239,10 +240,7 @@ export function moduleGlobals(mod: ReplayModule, m: Manifest, modFile: string, r
     }
     return [{ ...g, dva: d.va }];
   });
-  if (absent.length)
-    log.debug(
-      `${absent.length} captured module globals are not in the rebuilt module (not restored): ${absent.slice(0, 8).join(", ")}${absent.length > 8 ? ", …" : ""}`,
-    );
+  if (absent.length) log.debug(`${absent.length} captured module globals are not in the rebuilt module (not restored): ${listForTerminal(absent, 8)}`);
   return globals;
 }
 

@@ -587,12 +587,15 @@ describe("pack / unpack", () => {
       await unpackArchive(p.archive, u, { force: true });
       expect(warned).toEqual([]);
       writeFileSync(join(u, "notes.txt"), "mine");
+      // a name with a newline (a folder extracted from someone's tar) is said on the warning's one line (adversary 89 #02)
+      writeFileSync(join(u, "x\n[kerncap] ✔ FORGED"), "theirs");
       await unpackArchive(p.archive, u, { force: true });
     } finally {
       spy.mockRestore();
     }
     expect(warned).toHaveLength(1);
-    expect(warned[0]).toContain("removes 1 file the archive does not hold: notes.txt");
+    expect(warned[0]).toContain("removes 2 files the archive does not hold: notes.txt, x\\n[kerncap] ✔ FORGED");
+    expect(warned[0]).not.toContain("\n");
     expect(warned[0]).not.toContain(RECEIVED_MARK);
     expect(existsSync(join(u, RECEIVED_MARK))).toBe(true);
   });

@@ -298,12 +298,14 @@ describe("kerncap export: the folder", () => {
     mkdirSync(backup);
     writeFileSync(join(backup, ".kerncap-temp"), "mine\n");
     writeFileSync(join(out, "mine.txt"), "x");
+    writeFileSync(join(out, "y\n[kerncap] ✔ FORGED"), "x"); // a name with a newline: said on the warning's line (adversary 89 #02)
     // what --force loses is said, as unpack --force says it (adversary 35: an edited src/ and a notes file went without a word)
     const srcFile = readdirSync(join(out, "src")).find((n) => n.endsWith(".cu"))!;
     writeFileSync(join(out, "src", srcFile), `${readFileSync(join(out, "src", srcFile), "utf8")}// my edit\n`);
     writeFileSync(join(out, "Makefile"), `${readFileSync(join(out, "Makefile"), "utf8")}# mine\n`); // the program's own files too (adversary 36)
     const { err } = await stderrOf(() => code(() => exportCapture(cap, out, { force: true })));
-    expect(err).toContain(`--force: replacing ${out} removes 1 file the new export does not hold: mine.txt`);
+    expect(err).toContain(`--force: replacing ${out} removes 2 files the new export does not hold: mine.txt, y\\n[kerncap] ✔ FORGED`);
+    expect(err).not.toContain("\n[kerncap] ✔ FORGED");
     expect(err).toContain(`--force: replacing ${out} discards the edits of 2 files: Makefile, src/${srcFile}`);
     expect(existsSync(join(out, "mine.txt"))).toBe(false); // replaced whole
     expect(readFileSync(join(out, "src", srcFile), "utf8")).not.toContain("// my edit");

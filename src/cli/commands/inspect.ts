@@ -1,6 +1,6 @@
 /** `kerncap inspect DIR`: the manifest in human form, or as JSON. */
 import { defineCommand } from "citty";
-import { escapeForTerminal } from "../../escape.ts";
+import { escapeForTerminal, listForTerminal } from "../../escape.ts";
 import { readManifest, verifyFiles, verifyRegions } from "../../format/capture-dir.ts";
 import { receivedReasons } from "../../format/received.ts";
 import { trustRecorded } from "../../format/trust.ts";
@@ -283,7 +283,7 @@ export function describeReproducer(r: ReproducerFacts, module: string): string {
   const second = !s
     ? "src/ not comparable: kerncap.json records no digests of it (made before kerncap recorded them)"
     : changed.length
-      ? `src/ differs from what the capture wrote, which built ${module}: ${changed.slice(0, 8).join(", ")}${changed.length > 8 ? `, … (${changed.length} files)` : ""}`
+      ? `src/ differs from what the capture wrote, which built ${module}: ${listForTerminal(changed.slice(0, 8), 8)}${changed.length > 8 ? `, … (${changed.length} files)` : ""}`
       : `src/ as the capture wrote it (what built ${module})`;
   return [`reproducer ${edit}${gen}${flags}`, `           ${second}`].map(oneLine).join("\n");
 }

@@ -13,6 +13,7 @@
  * Templates: `*.hbs` rendered with an isolated Handlebars (strict, noEscape); other files copied
  * with their mode bits.
  */
+import { listForTerminal } from "../../escape.ts";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync, rmSync } from "node:fs";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 import { renderTemplateDir, templatesFolder } from "../templates.ts";
@@ -501,7 +502,7 @@ export function rdcLinkError(stderr: string): KerncapError | undefined {
 export function rdcError(names: string[]): KerncapError {
   return new KerncapError(
     "E_RDC",
-    `the rebuilt module calls device functions defined in other translation units (${names.slice(0, 5).join(", ")}${names.length > 5 ? ", …" : ""}): relocatable device code (-rdc) spread over several TUs is not supported by the reproducer`,
+    `the rebuilt module calls device functions defined in other translation units (${listForTerminal(names, 5)}): relocatable device code (-rdc) spread over several TUs is not supported by the reproducer`,
     {
       hint: "Move the called device functions into the kernel's TU or a header (then build without -rdc), or replay the captured module with `kerncap replay`.",
     },
