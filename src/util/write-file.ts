@@ -41,6 +41,7 @@ import {
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
 import { escapeForTerminal } from "../escape.ts";
+import { log } from "../log.ts";
 import { tempFor } from "../leftovers.ts";
 import { walkPhysically } from "../path-walk.ts";
 import { settleFolderModes } from "./folder-modes.ts";
@@ -372,6 +373,30 @@ function swappedTemp(tmp: string, dest: string, placedTheirs = false): KerncapEr
 }
 
 /**
+ * Give every folder of the user's below the folder open as `fd` its owner's bits (u+rwx), so that
+ * it can be emptied: each opened O_DIRECTORY|O_NOFOLLOW (a link is never followed, never changed)
+ * and changed through its own fd (fchmod); another user's folder is left as it is.
+ */
+function ownFoldersWritable(fd: number): void {
+  const me = process.geteuid?.();
+  for (const name of readdirSync(fdPath(fd))) {
+    let sub: number;
+    try {
+      sub = openSync(fdPath(fd, name), DIR_FLAGS);
+    } catch {
+      continue; // a file, a link, gone
+    }
+    try {
+      const st = fstatSync(sub);
+      if (st.uid === me && (st.mode & 0o700) !== 0o700) fchmodSync(sub, (st.mode & 0o7777) | 0o700);
+      ownFoldersWritable(sub);
+    } finally {
+      closeSync(sub);
+    }
+  }
+}
+
+/**
  * Make the temp folder `tmp` (mode 0700) and hold it open (see PrivateTemp): the name is opened
  * once with O_RDONLY|O_DIRECTORY|O_NOFOLLOW and the open folder must be a folder of the effective
  * user, with no bit for group or others, and empty; it is then chmod'ed 0700 through the fd (a
@@ -435,13 +460,24 @@ export function makePrivateTemp(tmp: string): PrivateTemp {
     dispose(): void {
       if (!open) return;
       open = false;
-      try {
-        if (!placed) {
-          for (const n of readdirSync(at)) rmSync(join(at, n), { recursive: true, force: true });
-          if (isMine(tmp)) rmdirSync(tmp);
+      const empty = () => {
+        for (const n of readdirSync(at)) rmSync(join(at, n), { recursive: true, force: true });
+        if (isMine(tmp)) rmdirSync(tmp);
+      };
+      if (!placed) {
+        try {
+          empty();
+        } catch {
+          // a folder of the user's without its write bit (a 0555 src/ro of an old export: adversary 89 #05) is given it, then emptied
+          try {
+            ownFoldersWritable(fd);
+            empty();
+          } catch (e) {
+            log.warn(
+              `${tmp}: kerncap could not remove what it held there (${(e as NodeJS.ErrnoException).code ?? String(e)}); it is left for you to remove (rm -rf)`,
+            );
+          }
         }
-      } catch {
-        /* left behind: src/leftovers.ts removes a dead process's temp */
       }
       closeSync(fd);
     },
