@@ -196,27 +196,34 @@ function overlayShapeProblem(paths: string[]): string | undefined {
 
 /**
  * Check an evaluate call's candidates before anything is written or the call waits for a slot:
- * names (given or c1, c2, …), exactly one of files/patch/config each, and the call's files and
- * folders together within CALL_MAX_FILES.
- * @throws KerncapError E_USAGE (a candidate with none or several of files/patch/config, or no files; two of one name; too many files)
+ * names (given or c1, c2, …: a name is the key the agent reads its record by, so two of one name
+ * end the call), and the call's files and folders together within CALL_MAX_FILES. A candidate of
+ * the wrong shape (none or several of files/patch/config, no files, a name and a label that
+ * differ) is its own refusal (`unfit`, E_CANDIDATE): its record says why, the others are evaluated
+ * (nu89 #3: one such candidate ended a call of fifty).
+ * @throws KerncapError E_USAGE (two candidates of one name; too many files in all)
  */
-export function checkCandidates(list: McpCandidate[]): { c: McpCandidate; name: string }[] {
+export function checkCandidates(list: McpCandidate[]): { c: McpCandidate; name: string; unfit?: Refusal }[] {
   const names = new Set<string>();
   const named = list.map((c, i) => {
-    if (c.name !== undefined && c.label !== undefined && c.name !== c.label)
-      throw new KerncapError("E_USAGE", `candidate ${i + 1} gives name ${c.name} and label ${c.label}`, {
-        hint: "Give one of name and label (the same thing).",
-      });
     const name = c.name ?? c.label ?? `c${i + 1}`;
-    if (names.has(name)) throw new KerncapError("E_USAGE", `two candidates are named ${name}`, { hint: "Give each candidate its own name." });
+    if (names.has(name))
+      throw new KerncapError("E_USAGE", `two candidates are named ${name}`, { hint: "Give each candidate its own name: the results name each by it." });
     names.add(name);
+    const unfit = (reason: string): { c: McpCandidate; name: string; unfit: Refusal } => ({
+      c,
+      name,
+      unfit: { kind: c.patch !== undefined ? "patch" : c.config !== undefined ? "config" : "overlay", code: "E_CANDIDATE", reason },
+    });
+    if (c.name !== undefined && c.label !== undefined && c.name !== c.label)
+      return unfit(`candidate ${i + 1} gives name ${c.name} and label ${c.label}: give one of the two (the same thing)`);
     const kinds = (["files", "patch", "config"] as const).filter((k) => c[k] !== undefined);
     if (kinds.length !== 1)
-      throw new KerncapError("E_USAGE", `candidate ${name} gives ${kinds.length ? kinds.join(" and ") : "none of files, patch, config"}; give exactly one`, {
-        hint: "files: the edited files of src/; patch: a diff against src/; config: a Triton config.",
-      });
+      return unfit(
+        `candidate ${name} gives ${kinds.length ? kinds.join(" and ") : "none of files, patch, config"}; give exactly one (files: the edited files of src/; patch: a diff against src/; config: a Triton config)`,
+      );
     if (c.files !== undefined && !Object.keys(c.files).length)
-      throw new KerncapError("E_USAGE", `candidate ${name} gives no files`, { hint: 'files: {"src/kernel.cu": "…"}, paths relative to the capture folder.' });
+      return unfit(`candidate ${name} gives no files (files: {"src/kernel.cu": "…"}, paths relative to the capture folder)`);
     return { c, name };
   });
   // and the call's candidates together, files and the folders they make: 1024 candidates of 2000 files each made 2 million
@@ -247,8 +254,8 @@ export function writeCandidates(captureDir: string, list: McpCandidate[]): { fol
   chmodSync(folder, 0o700);
   try {
     // each written under its index (its label is its name, in the list): no name of one can be another's file
-    const entries = named.map(({ c, name }, i) => {
-      const refused = refusalOf(captureDir, manifest, c, name);
+    const entries = named.map(({ c, name, unfit }, i) => {
+      const refused = unfit ?? refusalOf(captureDir, manifest, c, name);
       if (refused) return { label: name, refused }; // nothing of it is written
       if (c.config !== undefined) return { label: name, config: c.config };
       if (c.patch !== undefined) {

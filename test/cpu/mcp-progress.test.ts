@@ -288,8 +288,17 @@ describe("evaluate", () => {
     ]);
     // an agent's candidates are not kept in the capture (a trial filled the disk with build/eval copies, call after call)
     expect(existsSync(join(dir, "build/eval")) ? readdirSync(join(dir, "build/eval")) : []).toEqual([]);
-    const both = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ patch: "x", config: "A=1" }] } });
-    expect(doc(both).error.message).toContain("gives patch and config; give exactly one");
+    // a candidate of the wrong shape is its own refusal; the call's other candidates are evaluated (nu89 #3)
+    const both = await c.callTool({
+      name: "evaluate",
+      arguments: { dir, buildOnly: true, candidates: [{ name: "pc", patch: "x", config: "A=1" }, { name: "none" }, { name: "empty", files: {} }] },
+    });
+    const refused = Object.fromEntries(doc(both).candidates.map((x: any) => [x.label, [x.verdict, x.code, x.reason]]));
+    expect(Object.keys(refused).sort()).toEqual(["empty", "none", "pc"]);
+    for (const r of Object.values(refused) as string[][]) expect(r.slice(0, 2)).toEqual(["error", "E_CANDIDATE"]);
+    expect(refused.pc[2]).toContain("gives patch and config; give exactly one");
+    expect(refused.none[2]).toContain("gives none of files, patch, config");
+    expect(refused.empty[2]).toContain("gives no files");
     await c.close();
   }, 60_000);
 

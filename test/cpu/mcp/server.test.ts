@@ -258,10 +258,14 @@ describe("kerncap mcp", () => {
     // an unknown key of a candidate: the candidate's own keys, not the tool's (nu13: `label` answered with dir, inputs, candidates…)
     const e = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ title: "x", patch: "--- a/k\n" }] } });
     expect(doc(e).error.message).toContain("unknown argument candidates.0.title; candidates.0 takes: name, label, files, patch, config");
-    // label is name's other word (the results' and the candidate list's: nu14); two that differ are a usage error
-    const both = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "a", label: "b", patch: "--- a/k\n" }] } });
-    expect(doc(both).error.code).toBe("E_USAGE");
-    expect(doc(both).error.message).toBe("candidate 1 gives name a and label b");
+    // label is name's other word (the results' and the candidate list's: nu14); two that differ: that candidate's refusal, the others
+    // evaluated (nu89 #3); two of one name end the call (the name is the key of its record)
+    const both = await c.callTool({ name: "evaluate", arguments: { dir, buildOnly: true, candidates: [{ name: "a", label: "b", patch: "--- a/k\n" }] } });
+    expect(doc(both).candidates.map((x: any) => [x.label, x.verdict, x.code])).toEqual([["a", "error", "E_CANDIDATE"]]);
+    expect(doc(both).candidates[0].reason).toBe("candidate 1 gives name a and label b: give one of the two (the same thing)");
+    const twice = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "a", patch: "x" }, { name: "a", patch: "y" }] } });
+    expect(doc(twice).error.code).toBe("E_USAGE");
+    expect(doc(twice).error.message).toBe("two candidates are named a");
     // kerncap.json is the capture's own file: no "did you mean src/kerncap.json?" (found by a trial)
     const k = await c.callTool({ name: "edit_file", arguments: { dir, path: "kerncap.json", content: "x" } });
     expect(doc(k).error.hint).toContain("kerncap.json is the capture's own file");
