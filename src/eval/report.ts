@@ -186,8 +186,10 @@ export function shortReason(reason: string | null, max = 160, code?: string | nu
   if (!err && timed) s = timed[0];
   else if (!err && code && s.length > 80) {
     // "candidate PATH: what is wrong": the row names the candidate already; its first clause alone said nothing (a new user's finding)
-    const body = /^candidate .+?: (.+)$/s.exec(s)?.[1];
-    s = `${firstClause(body ?? s)} (${code})`;
+    // (its ": " outside parentheses: one inside a parenthesis left "src/kernel.cu)" of the whole reason, nu89 #4)
+    const head = firstClause(s);
+    const body = s.startsWith("candidate ") && s.startsWith(": ", head.length) ? s.slice(head.length + 2) : s;
+    s = `${firstClause(body)} (${code})`;
   }
   if (s.length > max) {
     const cut = s.lastIndexOf(" ", max - 1);

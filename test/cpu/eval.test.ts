@@ -401,6 +401,13 @@ describe("scheduling", () => {
       "no NVIDIA driver: libcuda could not be loaded; tried libcuda.so.1, libcuda.so, /usr/lib/x86_64-linux-gnu/libcuda.so.1: cannot open shared object file";
     expect(shortReason(noGpu, 120, "E_NO_GPU")).toBe("no NVIDIA driver (E_NO_GPU)");
     expect(shortReason("src/ has no file named a.cu", 120, "E_USAGE")).toBe("src/ has no file named a.cu"); // short: whole
+    // a ": " inside a parenthesis is no clause's end: the candidate's own words, not "src/kernel.cu)" (nu89 #4)
+    const own =
+      'candidate outside writes "build.sh", the capture\'s own file, which is not a source file of the reproducer (paths are relative to the capture folder and under src/, as for edit_file: src/kernel.cu)';
+    expect(shortReason(own, 160, "E_NOT_SOURCE")).toStartWith('candidate outside writes "build.sh", the capture\'s own file');
+    expect(shortReason("candidate p: its patch is empty: give a unified diff against src/ (as git diff inside src/ writes it: a/k.cu)", 160, "E_PATCH")).toBe(
+      "its patch is empty (E_PATCH)",
+    );
     const cut = shortReason(noGpu, 60);
     expect(cut).toEndWith("…");
     expect(noGpu.startsWith(cut.slice(0, -1) + " ")).toBe(true); // at a word boundary

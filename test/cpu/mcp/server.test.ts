@@ -263,7 +263,16 @@ describe("kerncap mcp", () => {
     const both = await c.callTool({ name: "evaluate", arguments: { dir, buildOnly: true, candidates: [{ name: "a", label: "b", patch: "--- a/k\n" }] } });
     expect(doc(both).candidates.map((x: any) => [x.label, x.verdict, x.code])).toEqual([["a", "error", "E_CANDIDATE"]]);
     expect(doc(both).candidates[0].reason).toBe("candidate 1 gives name a and label b: give one of the two (the same thing)");
-    const twice = await c.callTool({ name: "evaluate", arguments: { dir, candidates: [{ name: "a", patch: "x" }, { name: "a", patch: "y" }] } });
+    const twice = await c.callTool({
+      name: "evaluate",
+      arguments: {
+        dir,
+        candidates: [
+          { name: "a", patch: "x" },
+          { name: "a", patch: "y" },
+        ],
+      },
+    });
     expect(doc(twice).error.code).toBe("E_USAGE");
     expect(doc(twice).error.message).toBe("two candidates are named a");
     // kerncap.json is the capture's own file: no "did you mean src/kerncap.json?" (found by a trial)
