@@ -45,6 +45,8 @@ import { CANDIDATE_MAX_BYTES, digestOf, readCandidateFile, readGiven, readTree, 
 import { log } from "../log.ts";
 import { refusePlantedLinks } from "../util/write-file.ts";
 import { readManifest } from "../format/capture-dir.ts";
+import { CAPTURE_SET_FILE } from "../format/capture-set.ts";
+import { MANIFEST_FILE } from "../format/manifest.ts";
 import { readInputFile } from "../format/paths.ts";
 import { frontendOf } from "../frontends/index.ts";
 import { applyPatch, patchModeProblem } from "./patch-apply.ts";
@@ -190,6 +192,16 @@ export function parseCandidate(spec: string): Candidate {
     const st = lst;
     const label = pathLabel(path);
     if (st.isDirectory()) {
+      // a capture folder (a copy of the capture, built or not): its manifest, not its build/ lock's name, says what is wrong (nu89 #1)
+      const manifest = [MANIFEST_FILE, CAPTURE_SET_FILE].find((f) => lstatSync(join(path, f), { throwIfNoEntry: false })?.isFile());
+      if (manifest)
+        throw new KerncapError(
+          "E_CANDIDATE",
+          `candidate ${shown(path)} is a capture folder (it holds ${manifest}): a candidate folder is an edited copy of src/ itself${manifest === MANIFEST_FILE ? ` (give ${shown(join(path, "src"))})` : ""}, and captures of the same kernel (inputs) come before the first candidate`,
+          {
+            hint: `kerncap eval CAP [MORE_CAPTURES…] CANDIDATE…: the captures first, then the candidates (${shellPath(join(path, "src"))}, a patch, or an edited file).`,
+          },
+        );
       const { files, bytes } = readTree(path);
       if (!files.length)
         throw new KerncapError("E_CANDIDATE", `candidate ${shown(path)} is an empty folder`, {

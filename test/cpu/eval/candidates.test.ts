@@ -431,3 +431,17 @@ test("a candidate's copy of a received capture is bounded: a sparse file counts 
     expect(String((err as Error).message)).toContain("secret.txt");
   }
 });
+
+test("a capture folder given as a candidate, built or not, is refused as one (E_CANDIDATE naming its src/), not for its build/ lock's name (nu89 #1)", async () => {
+  const cap = await cudaCapture();
+  mkdirSync(join(cap, "build"));
+  writeFileSync(join(cap, "build", ".kerncap-build.lock"), "1\n"); // what a built capture holds
+  let err: any;
+  try {
+    parseCandidate(cap);
+  } catch (e) {
+    err = e;
+  }
+  expect(err?.code).toBe("E_CANDIDATE");
+  expect(err?.message).toContain(`is a capture folder (it holds kerncap.json): a candidate folder is an edited copy of src/ itself (give ${join(cap, "src")})`);
+});
