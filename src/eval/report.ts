@@ -168,6 +168,11 @@ export const EVAL_RECORDS: RecordKind<EvalRecord> = {
 /** A name or message on one line of a terminal (src/escape.ts: a candidate's name and a compiler's message are untrusted text). */
 const one = (s: string) => escapeForTerminal(s, { oneLine: true });
 
+/** What an eval that kept no records says of its candidates built where there was no GPU (the MCP server words it as its tools take it: src/mcp/tool-hints.ts). */
+export const NO_GPU_KEEP = "here, --build-only --jsonl FILE builds and keeps them, and the same command with --resume there judges them";
+/** What an eval that kept no records says of its candidates that were not judged for a reason a run again may not meet. */
+export const RERUN_RESUME = "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
+
 /**
  * A reason for one row of a table, on one line and escaped: a compiler's message by its first error
  * line (its first line says only that the build failed); another message longer than 80 characters
@@ -369,7 +374,7 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
         ? `${plural(noGpu.length, "candidate")} ran where there was no GPU: run ${noGpu.length > 1 ? "their shards" : "its shard"} again with --resume on a machine with the capture's GPU (their kept builds are judged, not built again)`
         : how === "jsonl"
           ? `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (the same command with --resume on a machine with the capture's GPU ${noGpu.some((c) => r.records.some((x) => x.candidate === c.candidate && x.copy)) ? "judges their kept builds" : "builds and judges them: none was kept here"})`
-          : `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (run the eval on a machine with the capture's GPU; here, --build-only --jsonl FILE builds and keeps them, and the same command with --resume there judges them)`,
+          : `there is no GPU here for ${plural(noGpu.length, "candidate")}, which built (run the eval on a machine with the capture's GPU; ${NO_GPU_KEEP})`,
     );
   if (rest) {
     const again =
@@ -377,7 +382,7 @@ export function unjudgedLine(r: Pick<EvalReport, "candidates" | "records" | "sum
         ? "the same command with --resume tries them again"
         : how === "merge"
           ? "their shard's command with --resume (its --jsonl FILE) tries them again"
-          : "rerun with --jsonl FILE, then --resume (with that --jsonl FILE) tries them again";
+          : RERUN_RESUME;
     parts.push(`${bad.length || noGpu.length || refused.length ? `${rest} more: ` : ""}${again}`);
   }
   // an eval that judges nothing (--build-only) says so (nu13 #15)

@@ -22,6 +22,7 @@ import { killGroup, PARENT_PID_VAR, type StopSignal } from "../process-group.ts"
 import { selfCommand, selfEnv } from "../util/self-exec.ts";
 import { readCapped, tailLines } from "../util/stream-text.ts";
 import type { ToolProgress } from "./progress.ts";
+import { toolText, withToolHint } from "./tool-hints.ts";
 
 /** Tool children at once unless `kerncap mcp --jobs` says otherwise: half the cores, at least 2, at most 8. */
 export const MCP_DEFAULT_JOBS = Math.max(2, Math.min(8, Math.floor(availableParallelism() / 2)));
@@ -250,8 +251,9 @@ async function spawnVerb(
   // for an agent to act on (the document's details say what was refused and the digest; nu15: the tail of build.sh)
   const code_ = (doc.error as { code?: unknown } | undefined)?.code;
   const trustRefusal = code_ === "E_UNTRUSTED" || code_ === "E_TRUST_CHANGED";
-  const tail = err.trim() && !trustRefusal ? `stderr (last lines):\n${err.trim().split("\n").slice(-40).join("\n")}` : undefined;
-  return result(doc, code === 2 || code > 2, code >= 2 ? tail : undefined);
+  const tail = err.trim() && !trustRefusal ? `stderr (last lines):\n${toolText(err.trim().split("\n").slice(-40).join("\n"))}` : undefined;
+  // the verb's advice in the tools' words (no --build-only, --resume or doctor for an agent: nu89 #2)
+  return result(withToolHint(argv, doc), code === 2 || code > 2, code >= 2 ? tail : undefined);
 }
 
 /** The most bytes of a tool child's stdout (its JSON document) the server holds: past it the child is stopped, E_TOOL. */

@@ -1148,6 +1148,13 @@ describe("kerncap mcp", () => {
         expect(doc(b).rebuild.registers).toBeGreaterThan(0);
         // the tool's build is validate --confine's: the compiler's dependency list is written
         expect(existsSync(join(dir, "build/kerncap-deps.d"))).toBe(true);
+        // a GPU verb where there is none: the tools that work without one, not --build-only or kerncap doctor (nu89 #2)
+        if (!existsSync("/dev/nvidiactl")) {
+          const v = await c.callTool({ name: "validate", arguments: { dir } });
+          expect(doc(v).error.code).toBe("E_NO_GPU");
+          expect(doc(v).error.hint).toContain("the build tool compiles an edit without one");
+          expect(doc(v).error.hint).not.toContain("--build-only");
+        }
         const e = await c.callTool({
           name: "edit_file",
           arguments: { dir, path: "src/saxpy.cu", oldText: "p->a * p->x.data[i]", newText: "p->a * p->x.data[i] +* 2" },
@@ -1157,6 +1164,8 @@ describe("kerncap mcp", () => {
         expect(broken.isError).toBe(true);
         expect(doc(broken).error.code).toBe("E_BUILD");
         expect(doc(broken).error.message).toContain("saxpy.cu");
+        // the hint in the tools' words: call build again, not "run validate again" (nu89 #2)
+        expect(doc(broken).error.hint).toContain("call build again");
         await c.close();
       } finally {
         if (saved === undefined) delete process.env.XDG_STATE_HOME;
