@@ -165,7 +165,12 @@ export async function applyPatch(src: string, name: string, text: Buffer, dest: 
     // made from a folder above the capture (git diff at a repository's top names cap/src/kernel.cu: nu13)
     const above = missing.some((p) => p.includes("src/") && before.has(p.slice(p.lastIndexOf("src/") + 4)));
     const from = above ? "; it was made from a folder above the capture: make it with git diff --relative inside the capture folder (or src/)" : "";
-    const read = `; ${stripRule(strip)}${missing.length ? `, so it names ${listForTerminal([...new Set(missing)].slice(0, 3), 3)}, which src/ does not hold` : ""}${from} ${PATCH_NAMES_EXAMPLE}`;
+    // every file it names is in src/ and a hunk's context is not what it holds: a diff made against other text, not a naming
+    // matter (nu89 #9: the names' rule sent a generator to rewrite the headers)
+    const stale = !missing.length && /patch failed:|patch does not apply/.test(err) && paths.every((p) => before.has(p));
+    const read = stale
+      ? "; its files are those of src/, but a hunk's lines are not what they hold now: make the diff against the capture's current src/ (read_file or the files themselves)"
+      : `; ${stripRule(strip)}${missing.length ? `, so it names ${listForTerminal([...new Set(missing)].slice(0, 3), 3)}, which src/ does not hold` : ""}${from} ${PATCH_NAMES_EXAMPLE}`;
     throw new KerncapError("E_PATCH", `the patch ${name} does not apply to src/: ${err.trim().split("\n").slice(0, 3).join(" / ")}${read}`, {
       hint: PATCH_NAMES_HINT,
     });

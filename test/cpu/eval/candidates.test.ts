@@ -233,8 +233,12 @@ test("a patch that writes build.sh is E_NOT_SOURCE, as kerncap mcp's evaluate an
   const list = join(d, "list.json");
   writeFileSync(list, JSON.stringify({ candidates: [{ label: "badpatch", spec: join(d, "3.patch") }] }));
   const bad = await materialise(cap, listedCandidates(list)[0]!, join(d, "copy2")).catch((x) => x);
+  const said = String(bad.message);
   expect(bad).toMatchObject({ code: "E_PATCH", message: expect.stringContaining("the patch badpatch does not apply to src/") });
   expect(String(bad.message)).not.toContain("3.patch");
+  // its file is src/'s and its hunk is stale: said so, without the rule of how names are read (nu89 #9)
+  expect(said).toContain("make the diff against the capture's current src/");
+  expect(said).not.toContain("as git apply -p");
 });
 
 test("two paths of one name and content (a/saxpy.cu, b/saxpy.cu) are evaluated once, labelled by the path that tells them apart, and said naming both (nu7 #18: labelled saxpy.cu, said given more than once)", () => {
