@@ -504,12 +504,25 @@ function judgeBuildSh(
         output: "",
         captureOnly: true,
       });
-    if (!deps && code !== 0)
+    if (!deps && code !== 0) {
+      // where it stopped, in the capture's own files, without the preprocessor's words (they could tell of a file outside: found,
+      // unreadable): a line to fix for a generator (nu89 #10: "check the files the edit includes" gave it none). Only in the
+      // sandbox, where no file outside can be read: under the scan alone an #include of one, then #error lines under #if of
+      // its values, would tell a bit of it per line (the stop itself tells one bit a build, as before)
+      const at = [
+        ...new Set(
+          (b.sandboxed ? captureDiagnostics(dir, `${err}\n${out}`) : [])
+            .filter((l) => /: (?:fatal |catastrophic )?error: /.test(l))
+            .map((l) => /^(.+?:\d+): /.exec(l)?.[1])
+            .filter((w): w is string => w !== undefined),
+        ),
+      ].map((w) => `${w}: error: the preprocessor stopped here (an #include not found or unreadable, or #error)`);
       throw compileError(
-        `(build.sh exit ${code}): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error): check the files the edit includes`,
-        `Check the #include and #if lines of the files the edit changed: a confined build shows none of the preprocessor's messages (they could tell of files outside the capture), only that it stopped.${unseen}`,
-        { dir, output: "", captureOnly: true },
+        `(build.sh exit ${code}): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error)${at.length ? `:\n${lastLines(at)}` : ": check the files the edit includes"}`,
+        `Check the #include and #if lines ${at.length ? "it names" : "of the files the edit changed"}: a confined build shows none of the preprocessor's messages (they could tell of files outside the capture), only where it stopped.${unseen}`,
+        { dir, output: at.join("\n"), captureOnly: true },
       );
+    }
     if (!deps)
       throw new KerncapError(
         "E_CONFINED",

@@ -8,6 +8,7 @@ import { existsSync, readFileSync, realpathSync, statSync, symlinkSync, writeFil
 import { join } from "node:path";
 import * as v from "valibot";
 import { DOCUMENTS } from "../../src/format/documents.ts";
+import { machineConfinement } from "../../src/frontends/sandbox.ts";
 import { gatedArgv, TOOLS } from "../../src/mcp/tools.ts";
 import { tempDir } from "./fixtures.ts";
 
@@ -233,14 +234,30 @@ describe.skipIf(!NVCC)("validate --build-only", () => {
       severity: "fatal",
       text: "missing_header.h: No such file or directory",
     });
-    const c = kerncap(["validate", dir, "--build-only", "--json", "--confine"], env);
+    // confined by the scan alone (KERNCAP_SANDBOX=0): nothing of the compiler's, not even the line (#error lines under #if of
+    // an outside file's values would tell a bit of it per line); nor its words: they could tell whether a file outside exists
+    const c = kerncap(["validate", dir, "--build-only", "--json", "--confine"], { ...env, KERNCAP_SANDBOX: "0" });
     expect(c.exitCode).toBe(2);
     const ce = JSON.parse(c.stdout.toString()).error;
     expect(ce.code).toBe("E_BUILD");
     expect(ce.message).toBe(
       "the reproducer does not build (build.sh exit 1): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error): check the files the edit includes",
     );
-    expect(ce.details.diagnostics).toEqual([]); // nothing of the compiler's: it could tell whether a file outside exists
+    expect(ce.details.diagnostics).toEqual([]);
+    // in the sandbox, where no file outside can be read, the line it stopped at (a line to fix: nu89 #10), still none of its words
+    if (machineConfinement() !== "scan") {
+      const sb = JSON.parse(kerncap(["validate", dir, "--build-only", "--json", "--confine"], env).stdout.toString()).error;
+      expect(sb.details.diagnostics).toEqual([
+        {
+          file: "src/saxpy.cu",
+          line: 8,
+          column: null,
+          severity: "error",
+          text: "the preprocessor stopped here (an #include not found or unreadable, or #error)",
+        },
+      ]);
+      expect(sb.message).not.toContain("missing_header.h");
+    }
     expect(`${ce.message}${ce.hint}`).not.toContain("missing_header.h");
     // no compiler at all (nothing preprocessed): said as the toolchain's, not as the edit's #include
     const gone = kerncap(["validate", dir, "--build-only", "--json", "--confine"], { ...env, NVCC: "/nonexistent/nvcc" });

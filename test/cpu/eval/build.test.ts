@@ -14,6 +14,7 @@ import { readManifest } from "../../../src/format/capture-dir.ts";
 import { writeDemo } from "../../../src/capture/demo.ts";
 import { makeCapture, tempDir } from "../fixtures.ts";
 import { NVCC } from "../../nvcc-fixtures.ts";
+import { machineConfinement, overrideSandboxSupport } from "../../../src/frontends/sandbox.ts";
 
 test("the verdict of a build's error: the candidate's misfit and a confined build's refusal are error with their code; the compiler's, compile-error", () => {
   expect(buildVerdict(new KerncapError("E_PATCH", "does not apply"))).toBe("error");
@@ -87,15 +88,33 @@ test.skipIf(!NVCC)(
           : { file: "src/saxpy.cu", line: 1, severity: "error", text: "#error tile size unsupported" },
       );
     }
-    for (const name of ["inc", "perr"]) {
-      const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, name)), join(d, `copy-${name}`), { force: false, confine: true });
-      if (!("failed" in b)) throw new Error("built");
-      // the candidate's fault, a compile-error, not an unjudged error
-      expect(b.failed).toMatchObject({ verdict: "compile-error", code: "E_BUILD", diagnostics: [] });
-      expect(b.failed.reason).toBe(
-        "the reproducer does not build (build.sh exit 1): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error): check the files the edit includes",
-      );
-    }
+    // confined by the scan alone (no sandbox): no word of the compiler's, not even the line; in the machine's sandbox (where no
+    // file outside can be read) the line it stopped at, without its words (nu89 #10)
+    const modes: ("scan" | "sandbox")[] = machineConfinement() === "scan" ? ["scan"] : ["scan", "sandbox"];
+    for (const mode of modes)
+      for (const name of ["inc", "perr"]) {
+        if (mode === "scan") overrideSandboxSupport(null);
+        try {
+          const b = await buildCandidate(cap, readManifest(cap), parseCandidate(join(d, name)), join(d, `copy-${mode}-${name}`), {
+            force: false,
+            confine: true,
+          });
+          if (!("failed" in b)) throw new Error("built");
+          // the candidate's fault, a compile-error, not an unjudged error
+          const stop = "the preprocessor stopped here (an #include not found or unreadable, or #error)";
+          expect(b.failed).toMatchObject({
+            verdict: "compile-error",
+            code: "E_BUILD",
+            diagnostics: mode === "scan" ? [] : [{ file: "src/saxpy.cu", line: 1, column: null, severity: "error", text: stop }],
+          });
+          expect(b.failed.reason).toBe(
+            `the reproducer does not build (build.sh exit 1): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error)${mode === "scan" ? ": check the files the edit includes" : `:\nsrc/saxpy.cu:1: error: ${stop}`}`,
+          );
+          expect(b.failed.reason).not.toMatch(/nothere|tile size/);
+        } finally {
+          overrideSandboxSupport(undefined);
+        }
+      }
   },
   60_000,
 );
