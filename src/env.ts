@@ -404,7 +404,7 @@ function namesWorkingOrCapture(e: string, inside: (p: string) => boolean): boole
   for (const s of walkPhysically(e)) {
     if (s.kind === "loop") return true;
     // missing or unreadable: the rest as written
-    if (s.kind === "missing") return there(posix.normalize([s.path, ...s.rest].join("/")));
+    if (s.kind === "missing") return s.code === "ENAMETOOLONG" || there(posix.normalize([s.path, ...s.rest].join("/"))); // one that cannot be judged: dropped
     if (there(s.at)) return true;
   }
   return there("/");

@@ -9,6 +9,7 @@
  * described in docs/security.md.
  */
 import { ERROR_CODES, type ErrorCode } from "./error-codes.ts";
+import { escapeForTerminal } from "./escape.ts";
 
 export { ERROR_CODES, type ErrorCode, isErrorCode } from "./error-codes.ts";
 
@@ -158,11 +159,13 @@ export function systemError(e: unknown): KerncapError | undefined {
   if (!what) return undefined;
   // no syscall (Bun leaves it out of some errors, ENAMETOOLONG among them): a neutral verb, never "write" for what may be a read
   const verb = (err.syscall && SYSCALL_VERBS[err.syscall]) ?? (err.syscall ? err.syscall : "reach");
-  const path = err.path ? ` ${err.path}${err.dest ? ` to ${err.dest}` : ""}` : "";
+  // a path on one line, its controls escaped: a folder named by someone else (`x\n[kerncap] ✔ …`) prints no line of its own (adversary 90 #01a)
+  const shown = (p: string) => escapeForTerminal(p, { oneLine: true });
+  const path = err.path ? ` ${shown(err.path)}${err.dest ? ` to ${shown(err.dest)}` : ""}` : "";
   const message = path ? `cannot ${verb}${path}: ${what}` : `cannot ${verb}: ${what} (${err.message})`;
   // a full disk or a size limit is the output's, never the input's (the archive, the capture): its own words; a copy's
   // error names its source as path and the file written as dest (adversary 35: export blamed the capture's memory image)
-  const written = err.dest ?? err.path ?? "the output";
+  const written = err.dest !== undefined ? shown(err.dest) : err.path !== undefined ? shown(err.path) : "the output";
   if (err.code === "ENOSPC" || err.code === "EDQUOT") {
     return new KerncapError(
       "E_IO",

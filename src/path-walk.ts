@@ -17,8 +17,8 @@ export const MAX_LINKS = 40;
 export type PathStep =
   /** An entry that exists: `path` is its name where the walk stood (`parent`, a folder with no link in it), `st` its lstat. For a link, `target` is its text and `at` is where the walk stands before its target is walked (`parent`, or `/` for an absolute target); otherwise `at` is `path`. */
   | { kind: "entry"; parent: string; path: string; at: string; st: Stats; target?: string }
-  /** `path` does not exist (or its link could not be read); `rest` is the text not walked. */
-  | { kind: "missing"; path: string; rest: string[] }
+  /** `path` does not exist (or its link could not be read); `rest` is the text not walked; `code` the errno (ENOENT; ENAMETOOLONG: the walked path grew past PATH_MAX through links, where the kernel, which follows links in place, still goes on: the walk cannot tell what lies there). */
+  | { kind: "missing"; path: string; rest: string[]; code: string }
   /** More than MAX_LINKS links. */
   | { kind: "loop" };
 
@@ -44,8 +44,8 @@ export function* walkPhysically(path: string): Generator<PathStep> {
     try {
       st = lstatSync(next);
       if (st.isSymbolicLink()) target = readlinkSync(next);
-    } catch {
-      yield { kind: "missing", path: next, rest };
+    } catch (e) {
+      yield { kind: "missing", path: next, rest, code: (e as NodeJS.ErrnoException).code ?? "ENOENT" };
       return;
     }
     if (target === undefined) {

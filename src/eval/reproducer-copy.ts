@@ -37,7 +37,7 @@ export interface CopiedFile {
  * adversary 58); a link, FIFO, socket or device is no file of a reproducer and is left out (never
  * followed, never opened). Nothing is read (each file's readability is asked, access(2)).
  * @throws KerncapError E_UNSAFE_PATH when the files hold more than REPRODUCER_COPY_MAX_BYTES (by
- *   their sizes: a sparse file counts whole) or number more than REPRODUCER_COPY_MAX_FILES; E_IO
+ *   their sizes: a sparse file counts whole) or, with the folders, number more than REPRODUCER_COPY_MAX_FILES; E_IO
  *   naming a folder that cannot be listed or a file that cannot be read (access(2))
  */
 export function reproducerFiles(capture: string): { folders: string[]; files: CopiedFile[] } {
@@ -47,7 +47,7 @@ export function reproducerFiles(capture: string): { folders: string[]; files: Co
   const tooMuch = (what: string) =>
     new KerncapError(
       "E_UNSAFE_PATH",
-      `${escapeForTerminal(capture, { oneLine: true })} holds ${what} outside memory/, build/ and profile/; a candidate's copy of the reproducer holds at most ${REPRODUCER_COPY_MAX_BYTES >> 20} MiB in ${REPRODUCER_COPY_MAX_FILES} files`,
+      `${escapeForTerminal(capture, { oneLine: true })} holds ${what} outside memory/, build/ and profile/; a candidate's copy of the reproducer holds at most ${REPRODUCER_COPY_MAX_BYTES >> 20} MiB in ${REPRODUCER_COPY_MAX_FILES} files and folders`,
       {
         hint: "The capture folder holds the reproducer (src/, build.sh, kernel/, kerncap's files): move data out of it. A capture made elsewhere: ask for a clean copy (kerncap pack), or kerncap unpack its archive.",
       },
@@ -66,11 +66,14 @@ export function reproducerFiles(capture: string): { folders: string[]; files: Co
       let st: Stats;
       try {
         st = lstatSync(join(capture, r));
-      } catch {
-        continue; // gone meanwhile
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === "ENOENT") continue; // gone meanwhile
+        throw systemError(whileReading(e, join(capture, r))) ?? e; // a path past PATH_MAX (adversary 90 #01c: left out without a word)
       }
       if (st.isDirectory()) {
         folders.push(r);
+        // folders count as files do (adversary 90 #01b: 300 000 empty folders took 197 s and 1.1 GiB for one candidate)
+        if (files.length + folders.length > REPRODUCER_COPY_MAX_FILES) throw tooMuch(`more than ${REPRODUCER_COPY_MAX_FILES} files and folders`);
         walk(r);
       } else if (st.isFile()) {
         try {
@@ -87,7 +90,7 @@ export function reproducerFiles(capture: string): { folders: string[]; files: Co
         files.push({ rel: r, st });
         bytes += st.size;
         if (bytes > REPRODUCER_COPY_MAX_BYTES) throw tooMuch(`more than ${REPRODUCER_COPY_MAX_BYTES >> 20} MiB of files`);
-        if (files.length > REPRODUCER_COPY_MAX_FILES) throw tooMuch(`more than ${REPRODUCER_COPY_MAX_FILES} files`);
+        if (files.length + folders.length > REPRODUCER_COPY_MAX_FILES) throw tooMuch(`more than ${REPRODUCER_COPY_MAX_FILES} files and folders`);
       }
     }
   };

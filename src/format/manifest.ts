@@ -75,8 +75,22 @@ const Range = {
 export const Region = v.object({ ...Range, kind: RegionKind });
 export type Region = v.InferOutput<typeof Region>;
 
+/**
+ * A name kerncap prints (a kernel's mangled and demangled name, a symbol's, the device's name and
+ * architecture): no control character, bidirectional override or line separator, which no such
+ * name holds; a received manifest's name that does would print lines of its own that read as
+ * kerncap's (adversary 90 #05: kernel.name and device.arch in validate's messages).
+ */
+const PrintedName = v.pipe(
+  v.string(),
+  v.regex(
+    /^[^\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]*$/u,
+    "holds a control character, a bidirectional mark or a line separator, which no kernel, symbol or device name holds",
+  ),
+);
+
 /** A module-scope variable (__device__ / __constant__), restored by name via cuModuleGetGlobal. */
-export const Global = v.object({ ...Range, name: v.string() });
+export const Global = v.object({ ...Range, name: PrintedName });
 export type Global = v.InferOutput<typeof Global>;
 
 export const LaunchAttribute = v.object({
@@ -129,8 +143,8 @@ export const Manifest = v.object({
   createdAt: v.string(),
   command: v.array(v.string()),
   kernel: v.object({
-    name: v.string(),
-    demangled: v.string(),
+    name: PrintedName,
+    demangled: PrintedName,
     frontend: FrontendName,
     /** The regex given with --kernel. */
     match: v.string(),
@@ -141,9 +155,9 @@ export const Manifest = v.object({
   }),
   device: v.object({
     vendor: v.picklist(["nvidia", "amd"]),
-    name: v.string(),
+    name: PrintedName,
     /** sm_90, gfx90a, ... */
-    arch: v.string(),
+    arch: PrintedName,
     driverVersion: U,
     ordinal: U,
   }),

@@ -205,8 +205,16 @@ function overlayShapeProblem(paths: string[]): string | undefined {
  */
 export function checkCandidates(list: McpCandidate[]): { c: McpCandidate; name: string; unfit?: Refusal }[] {
   const names = new Set<string>();
+  // a candidate with no name is c<its place>, or, where the agent gave that name to another, c<place>_2 … (adversary 90: "two
+  // candidates are named c2" of a call that named one)
+  const givenNames = new Set(list.map((c) => c.name ?? c.label).filter((n): n is string => n !== undefined));
+  const byPlace = (i: number) => {
+    let n = `c${i + 1}`;
+    for (let k = 2; givenNames.has(n); k++) n = `c${i + 1}_${k}`;
+    return n;
+  };
   const named = list.map((c, i) => {
-    const name = c.name ?? c.label ?? `c${i + 1}`;
+    const name = c.name ?? c.label ?? byPlace(i);
     if (names.has(name))
       throw new KerncapError("E_USAGE", `two candidates are named ${name}`, { hint: "Give each candidate its own name: the results name each by it." });
     names.add(name);

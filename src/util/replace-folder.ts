@@ -40,7 +40,8 @@ export function replaceFolder(
   };
   let holder: ReturnType<typeof makePrivateTemp>;
   try {
-    holder = makePrivateTemp(pinned(basename(tempFor(dest))));
+    const name = basename(tempFor(dest));
+    holder = makePrivateTemp(pinned(name), join(dirname(dest), name));
   } catch (e) {
     closeSync(parentFd);
     throw e;

@@ -40,8 +40,9 @@ import {
 } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { KerncapError, systemError } from "../errors.ts";
-import { escapeForTerminal } from "../escape.ts";
+import { escapeForTerminal, listForTerminal } from "../escape.ts";
 import { log } from "../log.ts";
+import { isPrivateGroup } from "../user-group.ts";
 import { tempFor } from "../leftovers.ts";
 import { walkPhysically } from "../path-walk.ts";
 import { settleFolderModes } from "./folder-modes.ts";
@@ -82,6 +83,13 @@ export function refusePlantedLinks(
   // the path as given (made absolute), and the target of every link on the way walked in its place, as the kernel
   // resolves it: a link of the user's own whose target is another user's link is judged there too (adversary 87 #03a)
   for (const s of walkPhysically(folder)) {
+    // a path that grew past PATH_MAX through links cannot be judged here, and the kernel still follows it (adversary 90 #04a)
+    if (s.kind === "missing" && s.code === "ENAMETOOLONG")
+      throw new KerncapError(
+        "E_UNSAFE_PATH",
+        `${escapeForTerminal(JSON.stringify(folder), { oneLine: true })} leads, through its links, to a path longer than the system's limit (${s.path.length} characters and more): kerncap cannot check it for links another user made`,
+        { hint },
+      );
     if (s.kind !== "entry") return; // missing, or a loop: the caller's own open says so (ENOENT, ELOOP)
     if (s.target === undefined || s.st.uid === me || s.st.uid === 0) continue;
     // `s.parent` holds no link (each one met was walked in its place): the folder the link lies in, as it is
@@ -373,25 +381,52 @@ function swappedTemp(tmp: string, dest: string, placedTheirs = false): KerncapEr
 }
 
 /**
- * Give every folder of the user's below the folder open as `fd` its owner's bits (u+rwx), so that
- * it can be emptied: each opened O_DIRECTORY|O_NOFOLLOW (a link is never followed, never changed)
- * and changed through its own fd (fchmod); another user's folder is left as it is.
+ * Remove what the folder open as `fd` holds, no link followed: each entry unlinked through the
+ * held folder (fdPath), each folder of the user's opened O_DIRECTORY|O_NOFOLLOW, given u+rwx
+ * through its own fd where it lacks them (a 0555 src/ro of an old export: adversary 89 #05),
+ * emptied the same way and removed. A folder another user owns or may write (its group's, not
+ * the user's own group, or everyone's) is not entered: what it holds may be theirs, or moved in by
+ * them (adversary 90 #07b: another user's 0777 folder in an old export received a 0555 folder of
+ * the victim's moved in from elsewhere, which kerncap then made writable and removed); it is left,
+ * its path (relative to the folder) added to `left`.
  */
-function ownFoldersWritable(fd: number): void {
+function removeOwnTree(fd: number, left: string[], rel = ""): void {
   const me = process.geteuid?.();
   for (const name of readdirSync(fdPath(fd))) {
+    const r = rel ? `${rel}/${name}` : name;
+    const p = fdPath(fd, name);
+    const st = lstatSync(p, { throwIfNoEntry: false });
+    if (!st) continue;
+    if (!st.isDirectory()) {
+      rmSync(p, { force: true });
+      continue;
+    }
+    if (st.uid !== me || st.mode & 0o002 || (st.mode & 0o020 && !isPrivateGroup(st.gid))) {
+      left.push(r);
+      continue;
+    }
     let sub: number;
     try {
-      sub = openSync(fdPath(fd, name), DIR_FLAGS);
+      sub = openSync(p, DIR_FLAGS);
     } catch {
-      continue; // a file, a link, gone
+      left.push(r); // swapped for a link or a file meanwhile: not ours to follow
+      continue;
     }
     try {
-      const st = fstatSync(sub);
-      if (st.uid === me && (st.mode & 0o700) !== 0o700) fchmodSync(sub, (st.mode & 0o7777) | 0o700);
-      ownFoldersWritable(sub);
+      const now = fstatSync(sub);
+      if (now.dev !== st.dev || now.ino !== st.ino) {
+        left.push(r);
+        continue;
+      }
+      if ((now.mode & 0o700) !== 0o700) fchmodSync(sub, (now.mode & 0o7777) | 0o700);
+      removeOwnTree(sub, left, r);
     } finally {
       closeSync(sub);
+    }
+    try {
+      rmdirSync(p);
+    } catch {
+      // what it still holds is in `left`
     }
   }
 }
@@ -400,11 +435,12 @@ function ownFoldersWritable(fd: number): void {
  * Make the temp folder `tmp` (mode 0700) and hold it open (see PrivateTemp): the name is opened
  * once with O_RDONLY|O_DIRECTORY|O_NOFOLLOW and the open folder must be a folder of the effective
  * user, with no bit for group or others, and empty; it is then chmod'ed 0700 through the fd (a
- * umask that took the owner's bits). The caller dispose()s it in a finally.
+ * umask that took the owner's bits). The caller dispose()s it in a finally. `shownAs`: its name in
+ * messages (default `tmp`; a name through a held folder's fd, /proc/self/fd/N/…, is no name a user can use).
  * @throws KerncapError E_UNSAFE_PATH when what was opened is not the folder just made (a link, a
  *   folder of someone else's); the file system's errors worded by systemError (EACCES, EEXIST…)
  */
-export function makePrivateTemp(tmp: string): PrivateTemp {
+export function makePrivateTemp(tmp: string, shownAs: string = tmp): PrivateTemp {
   try {
     mkdirSync(tmp, 0o700);
   } catch (e) {
@@ -460,24 +496,18 @@ export function makePrivateTemp(tmp: string): PrivateTemp {
     dispose(): void {
       if (!open) return;
       open = false;
-      const empty = () => {
-        for (const n of readdirSync(at)) rmSync(join(at, n), { recursive: true, force: true });
-        if (isMine(tmp)) rmdirSync(tmp);
-      };
       if (!placed) {
+        const left: string[] = [];
         try {
-          empty();
-        } catch {
-          // a folder of the user's without its write bit (a 0555 src/ro of an old export: adversary 89 #05) is given it, then emptied
-          try {
-            ownFoldersWritable(fd);
-            empty();
-          } catch (e) {
-            log.warn(
-              `${tmp}: kerncap could not remove what it held there (${(e as NodeJS.ErrnoException).code ?? String(e)}); it is left for you to remove (rm -rf)`,
-            );
-          }
+          removeOwnTree(fd, left);
+          if (!left.length && isMine(tmp)) rmdirSync(tmp);
+        } catch (e) {
+          left.push(`(${(e as NodeJS.ErrnoException).code ?? String(e)})`);
         }
+        if (left.length)
+          log.warn(
+            `${escapeForTerminal(shownAs, { oneLine: true })}: kerncap left there what it could not remove as its own: ${listForTerminal(left, 5)} (a folder another user owns or may write: what it holds may be theirs); look, then remove it yourself (rm -rf)`,
+          );
       }
       closeSync(fd);
     },

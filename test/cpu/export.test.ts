@@ -930,18 +930,21 @@ describe.skipIf(!CAN_BUILD)("kerncap export: the C program, built against cuda.h
     expect(jit.out).toContain("module: no machine code for sm_80 in the image (it has sm_90): JIT-compiling its PTX (compute_80, kernel.ptx)");
     expect(jit.out).toContain("MATCH");
     expect(readFileSync(log, "utf8")).toContain("load ptx");
-    // a received capture's names with terminal controls: the program prints them escaped, never raw (a trial: the title set, the screen cleared)
+    // a received capture's names with terminal controls (a trial: the title set, the screen cleared) are refused when its
+    // manifest is read, before anything is exported (adversary 90 #05); the program escapes what it prints all the same
     const hostile = await demo();
     const hm = JSON.parse(readFileSync(join(hostile.cap, "kerncap.json"), "utf8"));
     hm.kernel.demangled = "saxpy\u001b]0;pwned\u0007\u202e";
     hm.device.name = "H200\u009b2J";
     writeFileSync(join(hostile.cap, "kerncap.json"), JSON.stringify(hm, null, 2));
-    exportCapture(hostile.cap, hostile.out);
-    make(hostile.out);
-    const shownRun = repro(hostile.out, appWrites(hostile.out, m), { KC_FAKE_CC: "90" });
-    expect(shownRun.out).toContain("kernel saxpy\\x1b]0;pwned\\x07\\xe2\\x80\\xae\n");
-    expect(shownRun.out).toContain("captured on H200\\xc2\\x9b2J (sm_90)");
-    expect(shownRun.out + shownRun.err).not.toMatch(/[\u001b\u0007\u009b\u202e]/);
+    let refused: unknown;
+    try {
+      exportCapture(hostile.cap, hostile.out);
+    } catch (e) {
+      refused = e;
+    }
+    expect((refused as { code?: string }).code).toBe("E_MANIFEST");
+    expect(existsSync(hostile.out)).toBe(false);
     // asked-for help: the usage on stdout, exit 0, before the driver; an unknown option: exit 2
     const help = repro(out, null, {}, ["-h"]);
     expect([help.code, help.out.startsWith("usage: ./repro [-m MODULE]")]).toEqual([0, true]);

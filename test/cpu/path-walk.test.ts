@@ -67,3 +67,20 @@ describe("walkPhysically", () => {
     }
   });
 });
+
+test("a path that grows past PATH_MAX through links (the kernel follows it in place): the walk says ENAMETOOLONG, refusePlantedLinks refuses it (adversary 90 #04a)", async () => {
+  const { refusePlantedLinks } = await import("../../src/util/write-file.ts");
+  const deep = mkdtempSync(join(tmpdir(), "kerncap-walk-deep-"));
+  try {
+    // two links of 9 folders of 250 characters each: every link's target is short enough, the walked path is not (made by
+    // bash's relative cd: a process's getcwd fails past PATH_MAX)
+    const nine = Array(9).fill("d".repeat(250)).join("/");
+    const made = Bun.spawnSync(["bash", "-c", `set -e; cd "$1"; mkdir -p ${nine}; ln -s ${nine} s1; cd s1; mkdir -p ${nine}; ln -s ${nine} s2`, "bash", deep]);
+    expect(made.exitCode, made.stderr.toString()).toBe(0);
+    const last = [...walkPhysically(`${deep}/s1/s2/x`)].at(-1);
+    expect(last?.kind === "missing" && last.code).toBe("ENAMETOOLONG");
+    expect(() => refusePlantedLinks(`${deep}/s1/s2/x`)).toThrow("longer than the system's limit");
+  } finally {
+    Bun.spawnSync(["rm", "-rf", deep]); // coreutils' rm walks a tree past PATH_MAX
+  }
+});

@@ -38,6 +38,7 @@
  * compiles the slice made anew from the TU in its private copy, and an eval candidate carrying
  * another is refused (./slice-confined.ts).
  */
+import { escapeForTerminal } from "../../escape.ts";
 import { existsSync, lstatSync, lutimesSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import * as v from "valibot";
@@ -142,7 +143,8 @@ export function checkSliceMeta(meta: unknown, where = "kerncap.json"): SliceMeta
   const field = `source.cuda.slice.meta${v.getDotPath(i) ? `.${v.getDotPath(i)}` : ""}`;
   throw new KerncapError(
     "E_MANIFEST",
-    `${where} is malformed: ${field} ${i.input === undefined ? "is missing" : `is ${JSON.stringify(i.input).slice(0, 120)}`}: ${i.message}`,
+    // the issue's message quotes the received value as it is (adversary 90 #05: a newline in meta.kind printed a line of its own)
+    `${where} is malformed: ${escapeForTerminal(field, { oneLine: true })} ${i.input === undefined ? "is missing" : `is ${escapeForTerminal(JSON.stringify(i.input).slice(0, 120), { oneLine: true })}`}: ${escapeForTerminal(i.message, { oneLine: true })}`,
     {
       hint: "kerncap writes no such value; the manifest was edited or made elsewhere. Capture again, or remove source.cuda.slice from kerncap.json (build.sh then compiles the whole TU).",
     },

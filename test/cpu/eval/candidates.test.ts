@@ -449,3 +449,15 @@ test("a capture folder given as a candidate, built or not, is refused as one (E_
   expect(err?.code).toBe("E_CANDIDATE");
   expect(err?.message).toContain(`is a capture folder (it holds kerncap.json): a candidate folder is an edited copy of src/ itself (give ${join(cap, "src")})`);
 });
+
+test("a candidate's copy counts folders as files: a capture of more empty folders than the bound is refused before any copy (adversary 90 #01b)", async () => {
+  const { REPRODUCER_COPY_MAX_FILES, reproducerFiles } = await import("../../../src/eval/reproducer-copy.ts");
+  const d = tempDir();
+  const cap = join(d, "cap");
+  await makeCapture(cap);
+  mkdirSync(join(cap, "extra"));
+  for (let i = 0; i <= REPRODUCER_COPY_MAX_FILES; i++) mkdirSync(join(cap, "extra", String(i)));
+  expect(() => reproducerFiles(cap)).toThrow(`more than ${REPRODUCER_COPY_MAX_FILES} files and folders`);
+  expect(() => copyReproducer(cap, join(d, "copy"))).toThrow("files and folders");
+  expect(existsSync(join(d, "copy"))).toBe(false);
+}, 30_000);

@@ -24,3 +24,9 @@ test("eval's last line names no --jsonl or --resume for an agent", () => {
   expect(t).toContain("evaluate's buildOnly: true compiles them without a GPU");
   expect(t).toContain("calling evaluate again tries them again");
 });
+
+test("an evaluate candidate with no name is named by its place, never as one the agent named another (adversary 90)", async () => {
+  const { checkCandidates } = await import("../../../src/mcp/evaluate.ts");
+  const got = checkCandidates([{ patch: "x" }, { name: "c1", patch: "y" }, { patch: "z" }]).map((x) => x.name);
+  expect(got).toEqual(["c1_2", "c1", "c3"]);
+});
