@@ -416,6 +416,32 @@ function compileError(said: string, hint: string, d: { dir: string; output: stri
   return new KerncapError("E_BUILD", `the reproducer does not build ${said}`, { hint, details: { diagnostics } });
 }
 
+/**
+ * E_BUILD of a confined build that stopped in the preprocessor (no dependency list; the source's
+ * fault: an #include not found, an #error): in the sandbox (`sandboxed`), the lines of the capture's
+ * own files where it stopped, as diagnostics, none of the compiler's words; under the scan alone,
+ * not even those. `output`: the build's stderr and stdout; `unseen`: the sandbox's note for the hint.
+ */
+function preprocessorStop(dir: string, output: string, code: number, sandboxed: boolean, unseen: string): KerncapError {
+  // where it stopped, in the capture's own files, without the preprocessor's words (they could tell of a file outside: found,
+  // unreadable): a line to fix for a generator (nu89 #10: "check the files the edit includes" gave it none). Only in the
+  // sandbox, where no file outside can be read: under the scan alone an #include of one, then #error lines under #if of
+  // its values, would tell a bit of it per line (the stop itself tells one bit a build, as before)
+  const at = [
+    ...new Set(
+      (sandboxed ? captureDiagnostics(dir, output) : [])
+        .filter((l) => /: (?:fatal |catastrophic )?error: /.test(l))
+        .map((l) => /^(.+?:\d+): /.exec(l)?.[1])
+        .filter((w): w is string => w !== undefined),
+    ),
+  ].map((w) => `${w}: error: the preprocessor stopped here (an #include not found or unreadable, or #error)`);
+  return compileError(
+    `(build.sh exit ${code}): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error)${at.length ? `:\n${lastLines(at)}` : ": check the files the edit includes"}`,
+    `Check the #include and #if lines ${at.length ? "it names" : "of the files the edit changed"}: a confined build shows none of the preprocessor's messages (they could tell of files outside the capture), only where it stopped.${unseen}`,
+    { dir, output: at.join("\n"), captureOnly: true },
+  );
+}
+
 /** What a sandboxed build's hint adds to a preprocessor's failure: a file outside is not found there. */
 const SANDBOX_SEES =
   "A confined build runs in a sandbox that holds only src/, the project's headers its capture recorded and the toolchain: a file elsewhere is not found there (kerncap doctor: confined-build).";
@@ -504,25 +530,7 @@ function judgeBuildSh(
         output: "",
         captureOnly: true,
       });
-    if (!deps && code !== 0) {
-      // where it stopped, in the capture's own files, without the preprocessor's words (they could tell of a file outside: found,
-      // unreadable): a line to fix for a generator (nu89 #10: "check the files the edit includes" gave it none). Only in the
-      // sandbox, where no file outside can be read: under the scan alone an #include of one, then #error lines under #if of
-      // its values, would tell a bit of it per line (the stop itself tells one bit a build, as before)
-      const at = [
-        ...new Set(
-          (b.sandboxed ? captureDiagnostics(dir, `${err}\n${out}`) : [])
-            .filter((l) => /: (?:fatal |catastrophic )?error: /.test(l))
-            .map((l) => /^(.+?:\d+): /.exec(l)?.[1])
-            .filter((w): w is string => w !== undefined),
-        ),
-      ].map((w) => `${w}: error: the preprocessor stopped here (an #include not found or unreadable, or #error)`);
-      throw compileError(
-        `(build.sh exit ${code}): the preprocessor stopped before the dependency list (a missing or unreadable #include, or #error)${at.length ? `:\n${lastLines(at)}` : ": check the files the edit includes"}`,
-        `Check the #include and #if lines ${at.length ? "it names" : "of the files the edit changed"}: a confined build shows none of the preprocessor's messages (they could tell of files outside the capture), only where it stopped.${unseen}`,
-        { dir, output: at.join("\n"), captureOnly: true },
-      );
-    }
+    if (!deps && code !== 0) throw preprocessorStop(dir, `${err}\n${out}`, code, b.sandboxed, unseen);
     if (!deps)
       throw new KerncapError(
         "E_CONFINED",
